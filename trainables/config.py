@@ -1,0 +1,401 @@
+"""The typed configuration tree: model, objective, data, optimisation, fine-tuning and run.
+
+Every section is a frozen dataclass validated in ``__post_init__`` with one-line errors that name the
+bad value and what is allowed. ``to_dict`` / ``from_dict`` round-trip the tree through plain dicts
+(Ray Tune's ``param_space``); ``apply_overrides`` takes dotted ``key=value`` strings from the command
+line and rejects unknown keys at once. Presets and variants are plain instances in registries.
+
+    cfg = build_config("cpu-small", variant="mlm_only", overrides=["objective.mask_ratio=0.3"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message is one line naming the value and what is allowed."""
+
+
+def _require(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+def _choice(name: str, value: Any, allowed: tuple) -> None:
+    _require(value in allowed, f"{name}={value!r} is not valid; allowed: {', '.join(map(str, allowed))}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the BERT encoder (``transformers.BertConfig`` fields under friendlier names)."""
+
+    vocab_size: int = 8192
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 2
+    intermediate_size: int = 512
+    max_position: int = 128
+    dropout: float = 0.1
+    gradient_checkpointing: bool = False
+    compile: bool = False
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position"):
+            _require(getattr(self, name) >= 1, f"model.{name}={getattr(self, name)} must be a positive integer")
+        _require(self.vocab_size >= 128, f"model.vocab_size={self.vocab_size} must be >= 128")
+        _require(self.hidden_size % self.num_heads == 0,
+                 f"model.hidden_size={self.hidden_size} must be divisible by model.num_heads={self.num_heads}")
+        _require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
+
+
+# A variant is a named set of loss weights plus the input format it defaults to; never a code path.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "full": dict(mlm_weight=1.0, nsp_weight=1.0, sop_weight=0.0, input_format="pair"),
+    "mlm_only": dict(mlm_weight=1.0, nsp_weight=0.0, sop_weight=0.0, input_format="single"),
+    "nsp_only": dict(mlm_weight=0.0, nsp_weight=1.0, sop_weight=0.0, input_format="pair"),
+    "sop_only": dict(mlm_weight=0.0, nsp_weight=0.0, sop_weight=1.0, input_format="pair"),
+    "mlm_sop": dict(mlm_weight=1.0, nsp_weight=0.0, sop_weight=1.0, input_format="pair"),
+    "none": dict(mlm_weight=0.0, nsp_weight=0.0, sop_weight=0.0, input_format="pair"),
+}
+# Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
+CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
+INPUT_FORMATS = ("single", "pair")
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """Which losses are on, their weights, the MLM masking recipe and the input format."""
+
+    variant: str = "full"
+    mlm_weight: float = 1.0
+    nsp_weight: float = 1.0
+    sop_weight: float = 0.0
+    input_format: str = "pair"  # "single" (RoBERTa FULL-SENTENCES style) or "pair" (segment A/B)
+    mask_ratio: float = 0.15
+    mask_token_frac: float = 0.8  # of masked positions: replaced by [MASK]
+    random_token_frac: float = 0.1  # replaced by a random token; the rest are left unchanged
+    static_masking: bool = False  # original BERT: one mask per example, fixed for all epochs
+    eval_mask_ratio: float = 0.15  # fixed for every variant so held-out MLM metrics compare
+
+    def __post_init__(self):
+        _choice("objective.variant", self.variant, tuple(VARIANTS) + CUSTOM_VARIANTS)
+        _choice("objective.input_format", self.input_format, INPUT_FORMATS)
+        for name in ("mlm_weight", "nsp_weight", "sop_weight"):
+            w = getattr(self, name)
+            _require(w >= 0.0 and w == w, f"objective.{name}={w} must be >= 0")
+        _require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
+        _require(0.0 < self.eval_mask_ratio < 1.0,
+                 f"objective.eval_mask_ratio={self.eval_mask_ratio} must be in (0, 1)")
+        _require(0.0 <= self.mask_token_frac <= 1.0 and 0.0 <= self.random_token_frac <= 1.0
+                 and self.mask_token_frac + self.random_token_frac <= 1.0,
+                 f"objective.mask_token_frac={self.mask_token_frac} + random_token_frac="
+                 f"{self.random_token_frac} must each be in [0, 1] and sum to <= 1")
+        _require(not (self.nsp_weight > 0 and self.sop_weight > 0),
+                 f"objective.nsp_weight={self.nsp_weight} and sop_weight={self.sop_weight}: NSP and SOP "
+                 "share one pair head; turn one of them off")
+        if self.variant == "none":
+            _require(self.total_weight == 0.0,
+                     "objective.variant='none' means no pretraining; its weights must all be 0")
+        else:
+            _require(self.total_weight > 0.0,
+                     f"objective weights are all 0 for variant {self.variant!r}; only 'none' may have no loss")
+        _require(not (self.pair_task and self.input_format == "single"),
+                 f"objective.input_format='single' cannot train the {self.pair_task.upper()} pair loss; "
+                 "use input_format='pair'")
+
+    @property
+    def total_weight(self) -> float:
+        return self.mlm_weight + self.nsp_weight + self.sop_weight
+
+    @property
+    def pair_task(self) -> str | None:
+        """'nsp' or 'sop' when a pair loss is on: it decides how pair inputs are built."""
+        if self.nsp_weight > 0:
+            return "nsp"
+        if self.sop_weight > 0:
+            return "sop"
+        return None
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {"mlm": self.mlm_weight, "nsp": self.nsp_weight, "sop": self.sop_weight}
+
+
+def objective_for_variant(name: str, **changes: Any) -> ObjectiveConfig:
+    """The objective of a named variant, with optional field changes (e.g. mask_ratio)."""
+    _choice("variant", name, tuple(VARIANTS))
+    return ObjectiveConfig(variant=name, **{**VARIANTS[name], **changes})
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the pretraining text comes from and how it becomes examples."""
+
+    corpus: str = "builtin"  # builtin | synthetic | a local path (.txt/.jsonl/.parquet or a folder) | hub:NAME[:CONFIG]
+    text_column: str = "text"
+    hub_split: str = "train"
+    max_documents: int = 0  # 0 = all; otherwise the first N documents (a cheap, deterministic subset)
+    seq_len: int = 128
+    heldout_fraction: float = 0.02  # documents held out for intrinsic evaluation
+    short_seq_prob: float = 0.1  # BERT's: sometimes build shorter segments so fine-tuning lengths are seen
+    tokenizer_dir: str = ""  # empty: train a WordPiece on the corpus (cached by content hash)
+    lowercase: bool = True
+    cache_dir: str = ""  # empty: $BERT_OBJECTIVES_CACHE or ~/.cache/bert-objectives
+    data_seed: int = 0  # order of documents and examples; the same for every variant of a comparison
+
+    def __post_init__(self):
+        _require(bool(self.corpus), "data.corpus is empty; allowed: builtin, synthetic, a path, or hub:NAME")
+        _require(self.seq_len >= 16, f"data.seq_len={self.seq_len} must be >= 16")
+        _require(0.0 < self.heldout_fraction < 0.5, f"data.heldout_fraction={self.heldout_fraction} must be in (0, 0.5)")
+        _require(0.0 <= self.short_seq_prob < 1.0, f"data.short_seq_prob={self.short_seq_prob} must be in [0, 1)")
+        _require(self.max_documents >= 0, f"data.max_documents={self.max_documents} must be >= 0 (0 = all)")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with linear warmup and decay; the budget in optimizer steps."""
+
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-6
+    warmup_frac: float = 0.1
+    batch_size: int = 32
+    grad_accum: int = 1
+    max_steps: int = 800
+    grad_clip: float = 1.0
+    phase2_steps: int = 0  # BERT's second phase at a longer sequence length (counted in max_steps)
+    phase2_seq_len: int = 512
+
+    def __post_init__(self):
+        _require(self.lr > 0, f"optim.lr={self.lr} must be > 0")
+        _require(self.weight_decay >= 0, f"optim.weight_decay={self.weight_decay} must be >= 0")
+        _require(0.0 <= self.warmup_frac < 1.0, f"optim.warmup_frac={self.warmup_frac} must be in [0, 1)")
+        _require(self.batch_size >= 1, f"optim.batch_size={self.batch_size} must be >= 1")
+        _require(self.grad_accum >= 1, f"optim.grad_accum={self.grad_accum} must be >= 1")
+        _require(self.max_steps >= 0, f"optim.max_steps={self.max_steps} must be >= 0")
+        _require(0 <= self.phase2_steps <= self.max_steps,
+                 f"optim.phase2_steps={self.phase2_steps} must be in [0, optim.max_steps={self.max_steps}]")
+        _require(self.grad_clip >= 0, f"optim.grad_clip={self.grad_clip} must be >= 0 (0 = off)")
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """One fine-tuning recipe shared by every variant (and by ``none``); per task family."""
+
+    epochs: float = 2.0
+    lr: float = 2e-4
+    batch_size: int = 32
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    max_len: int = 128  # sequence classification and tagging
+    qa_max_len: int = 384
+    qa_doc_stride: int = 128
+    qa_max_answer_len: int = 30
+    max_train_examples: int = 0  # 0 = all; a low-resource subset otherwise (drawn with the seed)
+    max_eval_examples: int = 0
+    probe_max_train: int = 4000  # linear probe: examples used to fit the logistic regression
+    tasks: str = "offline"  # default suite: offline | glue | comma-separated names
+
+    def __post_init__(self):
+        _require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
+        _require(self.lr > 0, f"finetune.lr={self.lr} must be > 0")
+        _require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
+        _require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
+        _require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")
+        _require(0 < self.qa_doc_stride < self.qa_max_len,
+                 f"finetune.qa_doc_stride={self.qa_doc_stride} must be in (0, qa_max_len={self.qa_max_len})")
+        _require(self.max_train_examples >= 0 and self.max_eval_examples >= 0,
+                 "finetune.max_train_examples / max_eval_examples must be >= 0 (0 = all)")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Seeds, device, evaluation/checkpoint cadence and logging of one pretraining run."""
+
+    seed: int = 0  # initial weights and masking; the pretraining seed of the ablation
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16
+    threads: int = 0  # torch CPU threads; 0 = leave torch's default
+    log_every: int = 10
+    eval_every: int = 0  # 0 = only at the end
+    eval_batches: int = 8  # held-out batches for intrinsic metrics
+    checkpoint_every: int = 0  # 0 = only at the end
+    tensorboard: bool = True
+
+    def __post_init__(self):
+        _choice("run.precision", self.precision, ("auto", "fp32", "bf16"))
+        _require(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
+                 f"run.device={self.device!r} is not valid; allowed: auto, cpu, cuda, cuda:N")
+        for name in ("threads", "eval_every", "checkpoint_every"):
+            _require(getattr(self, name) >= 0, f"run.{name}={getattr(self, name)} must be >= 0")
+        _require(self.log_every >= 1, f"run.log_every={self.log_every} must be >= 1")
+        _require(self.eval_batches >= 1, f"run.eval_batches={self.eval_batches} must be >= 1")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """The whole tree. ``preset`` records which named instance it started from."""
+
+    preset: str = "cpu-small"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self):
+        longest = max(self.data.seq_len, self.optim.phase2_seq_len if self.optim.phase2_steps else 0)
+        _require(longest <= self.model.max_position,
+                 f"data.seq_len={longest} exceeds model.max_position={self.model.max_position}; "
+                 f"allowed: <= {self.model.max_position}")
+        _require(self.finetune.max_len <= self.model.max_position,
+                 f"finetune.max_len={self.finetune.max_len} exceeds model.max_position={self.model.max_position}")
+        # QA windows longer than the model are clipped to it rather than rejected: presets share one recipe.
+
+    def replace(self, **sections: Any) -> "ExperimentConfig":
+        return replace(self, **sections)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig, "objective": ObjectiveConfig, "data": DataConfig,
+    "optim": OptimConfig, "finetune": FinetuneConfig, "run": RunConfig,
+}
+
+
+def from_dict(d: dict[str, Any]) -> ExperimentConfig:
+    """Inverse of ``ExperimentConfig.to_dict``; unknown keys are errors, missing keys take defaults."""
+    unknown = set(d) - set(SECTIONS) - {"preset"}
+    _require(not unknown, f"unknown config section(s) {sorted(unknown)}; allowed: preset, {', '.join(SECTIONS)}")
+    built: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        sub = d.get(name, {})
+        if isinstance(sub, cls):
+            built[name] = sub
+            continue
+        valid = {f.name for f in fields(cls)}
+        bad = set(sub) - valid
+        _require(not bad, f"unknown key(s) {sorted(f'{name}.{k}' for k in bad)}; allowed: {', '.join(sorted(valid))}")
+        built[name] = cls(**sub)
+    return ExperimentConfig(preset=d.get("preset", "custom"), **built)
+
+
+def _parse_value(text: str, current: Any, key: str) -> Any:
+    if isinstance(current, bool):
+        low = text.strip().lower()
+        _require(low in ("true", "false", "1", "0", "yes", "no"), f"{key}={text!r} must be true or false")
+        return low in ("true", "1", "yes")
+    if isinstance(current, int):
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                as_float = float(text)
+            except ValueError:
+                as_float = None
+            _require(as_float is not None and as_float.is_integer(), f"{key}={text!r} must be an integer")
+            return int(as_float)
+    if isinstance(current, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{key}={text!r} must be a number") from None
+    return text
+
+
+def apply_overrides(cfg: ExperimentConfig, overrides: list[str] | tuple[str, ...] | dict[str, Any]) -> ExperimentConfig:
+    """Apply ``section.key=value`` overrides (strings from the CLI, or a dict of typed values)."""
+    items = overrides.items() if isinstance(overrides, dict) else [_split_override(o) for o in overrides]
+    d = cfg.to_dict()
+    for key, value in items:
+        section, _, name = key.partition(".")
+        _require(section in SECTIONS and name,
+                 f"unknown override key {key!r}; use section.key with section in: {', '.join(SECTIONS)}")
+        valid = {f.name for f in fields(SECTIONS[section])}
+        _require(name in valid, f"unknown override key {key!r}; {section} has: {', '.join(sorted(valid))}")
+        current = d[section][name]
+        d[section][name] = _parse_value(value, current, key) if isinstance(value, str) else value
+    if "objective.variant" in dict(items) and dict(items)["objective.variant"] in VARIANTS:
+        # Changing the variant by override brings its weights, unless they were set explicitly too.
+        name = dict(items)["objective.variant"]
+        for k, v in VARIANTS[name].items():
+            if f"objective.{k}" not in dict(items):
+                d["objective"][k] = v
+    return from_dict(d)
+
+
+def _split_override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    _require(bool(sep) and bool(key.strip()), f"override {text!r} is not of the form section.key=value")
+    return key.strip(), value.strip()
+
+
+def _preset_smoke() -> ExperimentConfig:
+    return ExperimentConfig(
+        preset="smoke",
+        model=ModelConfig(vocab_size=1024, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                          max_position=64),
+        data=DataConfig(seq_len=64, max_documents=400, heldout_fraction=0.05),
+        optim=OptimConfig(lr=1e-3, batch_size=8, max_steps=8, warmup_frac=0.25),
+        finetune=FinetuneConfig(epochs=1, lr=5e-4, batch_size=16, max_len=64, qa_max_len=64, qa_doc_stride=32,
+                                max_train_examples=200, max_eval_examples=100, probe_max_train=200),
+        run=RunConfig(log_every=2, eval_batches=2),
+    )
+
+
+def _preset_cpu_small() -> ExperimentConfig:
+    # Sized by ../shared/SCIENCE.md's pilot: hidden 128, 2 layers, vocab 8192, sequence 128, batch 32.
+    return ExperimentConfig(
+        preset="cpu-small",
+        model=ModelConfig(vocab_size=8192, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
+                          max_position=128),
+        data=DataConfig(seq_len=128),
+        optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=800),
+        finetune=FinetuneConfig(epochs=2, lr=2e-4, batch_size=32, max_len=128, qa_max_len=128, qa_doc_stride=64,
+                                max_train_examples=2000, max_eval_examples=1000, probe_max_train=2000),
+        run=RunConfig(log_every=20, eval_every=200, eval_batches=8),
+    )
+
+
+def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, batch: int, lr: float) -> ExperimentConfig:
+    # The published BERT family (Turc et al. 2019 for mini/small; Devlin et al. 2019 for base): GPU sizes.
+    return ExperimentConfig(
+        preset=name,
+        model=ModelConfig(vocab_size=30522, hidden_size=hidden, num_layers=layers, num_heads=heads,
+                          intermediate_size=4 * hidden, max_position=512),
+        data=DataConfig(seq_len=128),
+        optim=OptimConfig(lr=lr, batch_size=batch, max_steps=steps, warmup_frac=0.06),
+        finetune=FinetuneConfig(epochs=3, lr=5e-5 if hidden >= 768 else 1e-4, batch_size=32, max_len=128),
+        run=RunConfig(log_every=50, eval_every=1000, eval_batches=20, checkpoint_every=1000),
+    )
+
+
+PRESETS: dict[str, Any] = {
+    "smoke": _preset_smoke,
+    "cpu-small": _preset_cpu_small,
+    "bert-mini": lambda: _bert_family("bert-mini", 256, 4, 4, steps=20_000, batch=256, lr=1e-3),
+    "bert-small": lambda: _bert_family("bert-small", 512, 4, 8, steps=50_000, batch=256, lr=5e-4),
+    "bert-base": lambda: _bert_family("bert-base", 768, 12, 12, steps=100_000, batch=256, lr=1e-4),
+}
+
+
+def build_config(preset: str = "cpu-small", variant: str | None = None,
+                 overrides: list[str] | tuple[str, ...] | dict[str, Any] = ()) -> ExperimentConfig:
+    """A preset, optionally switched to a named variant, with dotted overrides applied last."""
+    _choice("preset", preset, tuple(PRESETS))
+    cfg = PRESETS[preset]()
+    if variant is not None:
+        cfg = cfg.replace(objective=objective_for_variant(variant))
+    return apply_overrides(cfg, overrides) if overrides else cfg
