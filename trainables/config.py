@@ -103,9 +103,9 @@ class ObjectiveConfig:
         else:
             _require(self.total_weight > 0.0,
                      f"objective weights are all 0 for variant {self.variant!r}; only 'none' may have no loss")
-        _require(not (self.pair_task and self.input_format == "single"),
-                 f"objective.input_format='single' cannot train the {self.pair_task.upper()} pair loss; "
-                 "use input_format='pair'")
+        if self.pair_task and self.input_format == "single":
+            raise ConfigError(f"objective.input_format='single' cannot train the {self.pair_task.upper()} "
+                              "pair loss; use input_format='pair'")
 
     @property
     def total_weight(self) -> float:

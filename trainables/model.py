@@ -1,0 +1,68 @@
+"""The encoder and its pretraining heads: stock ``transformers.BertForPreTraining``, run sparsely.
+
+We keep HF's module tree (``bert``, ``cls.predictions``, ``cls.seq_relationship``) so checkpoints load
+with the Auto classes and ``pipeline("fill-mask")``, but call the pieces ourselves: MLM logits are
+computed only at masked positions (2-3x faster on CPU than full-vocabulary logits), the pair head only
+when a pair loss is on, and the model returns outputs, never losses (``trainables.objectives`` does).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from transformers import BertConfig, BertForPreTraining
+
+from trainables.config import ModelConfig
+from trainables.data.masking import MaskedBatch
+
+
+class PretrainOutputs(NamedTuple):
+    mlm_logits: torch.Tensor | None  # (M, V) at the masked positions only
+    pair_logits: torch.Tensor | None  # (B, 2)
+    hidden: torch.Tensor  # (B, T, H) last layer
+
+
+def bert_config(cfg: ModelConfig, vocab_size: int, pad_id: int) -> BertConfig:
+    return BertConfig(vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+                      num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size,
+                      max_position_embeddings=cfg.max_position, hidden_dropout_prob=cfg.dropout,
+                      attention_probs_dropout_prob=cfg.dropout, pad_token_id=pad_id,
+                      attn_implementation="sdpa")
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> BertForPreTraining:
+    """Seeded initial weights: the same for every variant that shares ``seed`` (``none`` included).
+
+    HF initialises from torch's global generator, so we fork it: the caller's RNG state is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertForPreTraining(bert_config(cfg, vocab_size, pad_id))
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_mlm: bool = True,
+                        need_pair: bool = True) -> PretrainOutputs:
+    out = model.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                     token_type_ids=batch.token_type_ids)
+    hidden = out.last_hidden_state  # (B, T, H)
+    mlm_logits = model.cls.predictions(hidden[batch.mlm_mask]) if need_mlm else None  # (M, V)
+    pair_logits = model.cls.seq_relationship(out.pooler_output) if need_pair else None  # (B, 2)
+    return PretrainOutputs(mlm_logits, pair_logits, hidden)
+
+
+class SparsePretrainer(torch.nn.Module):
+    """``forward_pretraining`` as a module, so DistributedDataParallel sees (and syncs) every call."""
+
+    def __init__(self, model: BertForPreTraining, need_mlm: bool, need_pair: bool):
+        super().__init__()
+        self.model, self.need_mlm, self.need_pair = model, need_mlm, need_pair
+
+    def forward(self, batch: MaskedBatch) -> PretrainOutputs:
+        return forward_pretraining(self.model, batch, need_mlm=self.need_mlm, need_pair=self.need_pair)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,414 @@
+"""Pretraining of one variant: ``run_pretraining(cfg, out_dir, report)``, a plain function (no Ray).
+
+    python -m trainables.pretrain --preset smoke --variant full --out runs/full
+    python -m trainables.pretrain --preset cpu-small --variant mlm_only --corpus builtin \\
+        --set objective.mask_ratio=0.3 --out runs/mlm30
+
+The driver reads as four calls: build the data, build the model, build the optimizer, step. Metrics
+go through ``report(metrics, checkpoint_dir)`` (Ray's reporting is one such callback, added by the
+sweeps); messages through ``logging``. Under ``torch.distributed`` (Ray Train workers) the model is
+wrapped in DDP and each rank takes its share of every global batch, so the data order does not
+depend on the number of workers. The output directory is a stock Hugging Face checkpoint (weights,
+config, tokenizer) plus ``run.json``; ``resume/`` holds the exact state for resuming.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import torch
+import torch.distributed as dist
+from transformers import BertForPreTraining, get_linear_schedule_with_warmup
+from transformers.utils import logging as hf_logging
+
+from trainables.config import ConfigError, ExperimentConfig, build_config, from_dict
+from trainables.data.corpus import CorpusError, load_documents
+from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, special_ids, tokenize_corpus
+from trainables.data.masking import mask_batch, step_generator, unmasked
+from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_fingerprint
+from trainables.intrinsic import EvalSets, IntrinsicMetrics, build_eval_sets, evaluate_intrinsic
+from trainables.model import SparsePretrainer, build_model, count_parameters
+from trainables.objectives import total_loss
+
+log = logging.getLogger(__name__)
+hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
+
+Report = Callable[..., None]  # report(metrics: dict, checkpoint_dir: str | None = None)
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the run stops and is recorded as failed with this reason."""
+
+
+@dataclass
+class PretrainingData:
+    tokenizer: object
+    sp: SpecialIds
+    corpus: TokenizedCorpus
+    fingerprint: str  # corpus content
+    batchers: list[Batcher]  # phase 1, and phase 2 at the longer length when configured
+    eval_sets: EvalSets
+
+
+class RunResult(NamedTuple):
+    out_dir: str
+    status: str  # completed
+    steps: int
+    tokens_seen: int
+    epochs: float
+    wall_time_s: float
+    metrics: IntrinsicMetrics
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
+    d, o = cfg.data, cfg.objective
+    docs = load_documents(d.corpus, text_column=d.text_column, hub_split=d.hub_split, max_documents=d.max_documents)
+    fingerprint = corpus_fingerprint(docs)
+    cache = cache_root(d.cache_dir)
+    tokenizer, tok_key = build_tokenizer(docs, cfg.model.vocab_size, d.lowercase, tokenizer_dir=d.tokenizer_dir,
+                                         cache_dir=cache, fingerprint=fingerprint)
+    sp = special_ids(tokenizer)
+    corpus = tokenize_corpus(docs, tokenizer, tok_key, fingerprint=fingerprint, heldout_fraction=d.heldout_fraction,
+                             data_seed=d.data_seed, cache_dir=cache)
+    task = "single" if o.input_format == "single" else (o.pair_task or "nsp")
+    phases = [(d.seq_len, cfg.optim.batch_size)]
+    if cfg.optim.phase2_steps:
+        phases.append((cfg.optim.phase2_seq_len, cfg.optim.batch_size))
+    batchers = [Batcher(corpus.train, task, sp, seq_len=L, short_seq_prob=d.short_seq_prob, batch_size=B,
+                        data_seed=d.data_seed, static=o.static_masking) for L, B in phases]
+    eval_sets = build_eval_sets(corpus.heldout, sp, seq_len=d.seq_len, batch_size=min(cfg.optim.batch_size, 32),
+                                n_batches=cfg.run.eval_batches, eval_mask_ratio=o.eval_mask_ratio, data_seed=d.data_seed)
+    log.info("data: %d train / %d held-out documents, %d train tokens, input %s", len(corpus.train),
+             len(corpus.heldout), corpus.train_tokens, task)
+    return PretrainingData(tokenizer, sp, corpus, fingerprint, batchers, eval_sets)
+
+
+def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):
+    """AdamW without weight decay on biases and LayerNorm; linear warmup then linear decay to 0."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    o = cfg.optim
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps)
+    sched = get_linear_schedule_with_warmup(opt, int(o.warmup_frac * o.max_steps), max(o.max_steps, 1))
+    return opt, sched
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"run.device={name!r} but CUDA is not available here; allowed: auto, cpu")
+    return torch.device(name)
+
+
+def code_version() -> str:
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha, dirty = "", ""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pkg = version("bert-objectives")
+    except PackageNotFoundError:
+        pkg = "unknown"
+    return f"{pkg}+{sha}{'.dirty' if dirty else ''}" if sha else pkg
+
+
+class TrainState(NamedTuple):
+    step: int = 0
+    phase: int = 0
+    epoch: int = 0
+    batch: int = 0  # next batch index inside the epoch
+    tokens_seen: int = 0
+    wall_time_s: float = 0.0
+
+
+def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState) -> Path:
+    """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``."""
+    final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+               tmp / "trainer_state.pt")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def load_resume_state(out_dir: Path, model, opt, sched) -> TrainState | None:
+    path = out_dir / "resume" / "trainer_state.pt"
+    if not path.exists():
+        return None
+    saved = BertForPreTraining.from_pretrained(str(out_dir / "resume"))
+    model.load_state_dict(saved.state_dict())
+    blob = torch.load(path, weights_only=False)
+    opt.load_state_dict(blob["optimizer"])
+    sched.load_state_dict(blob["scheduler"])
+    torch.set_rng_state(blob["torch_rng"])
+    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(blob["cuda_rng"])
+    return TrainState(**blob["state"])
+
+
+def _tensorboard(out_dir: Path, cfg: ExperimentConfig, rank: int, logdir: str | None):
+    if rank != 0 or not cfg.run.tensorboard:
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(log_dir=logdir or str(out_dir / "tensorboard"))
+
+
+def _shard(batch, rank: int, world: int):
+    """This rank's rows of a global batch (rows rank, rank+world, ...)."""
+    return type(batch)(*(t[rank::world] for t in batch)) if world > 1 else batch
+
+
+def train_step(module, opt, sched, cfg: ExperimentConfig, data: PretrainingData, batcher: Batcher,
+               state: TrainState, rank: int, world: int, device, autocast) -> tuple[dict[str, float], int]:
+    """One optimizer step over ``grad_accum`` micro-batches; returns the logged losses and real tokens."""
+    o = cfg.objective
+    weights = o.weights
+    losses: dict[str, float] = {}
+    tokens = 0
+    batch = _shard(batcher.batch(state.epoch, state.batch), rank, world)
+    micro = [type(batch)(*(t[i::cfg.optim.grad_accum] for t in batch)) for i in range(cfg.optim.grad_accum)]
+    for k, mb in enumerate(micro):
+        if o.mlm_weight > 0:
+            gen = step_generator(cfg.run.seed, state.step * 64 + k * world + rank)
+            masked = mask_batch(mb, data.sp, ratio=o.mask_ratio, mask_token_frac=o.mask_token_frac,
+                                random_token_frac=o.random_token_frac, generator=gen,
+                                static_seed=cfg.run.seed if o.static_masking else None)
+        else:
+            masked = unmasked(mb)
+        masked = masked.to(device)
+        with autocast():
+            out = module(masked)
+            loss, parts = total_loss(out, masked, weights)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"loss became {float(loss)} at step {state.step} "
+                                     f"({', '.join(f'{k}={float(v):.4g}' for k, v in parts.items())})")
+        (loss / cfg.optim.grad_accum).backward()
+        for name, v in parts.items():
+            losses[f"loss/{name}"] = losses.get(f"loss/{name}", 0.0) + float(v.detach()) / cfg.optim.grad_accum
+        losses["loss/total"] = losses.get("loss/total", 0.0) + float(loss.detach()) / cfg.optim.grad_accum
+        tokens += int(mb.attention_mask.sum())
+    if cfg.optim.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.optim.grad_clip)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return losses, tokens * world
+
+
+def _advance(state: TrainState, batchers: list[Batcher], cfg: ExperimentConfig, tokens: int, dt: float) -> TrainState:
+    step = state.step + 1
+    phase, epoch, b = state.phase, state.epoch, state.batch + 1
+    if b >= batchers[phase].batches_in_epoch(epoch):
+        epoch, b = epoch + 1, 0
+    if phase == 0 and len(batchers) > 1 and step >= cfg.optim.max_steps - cfg.optim.phase2_steps:
+        phase, epoch, b = 1, 0, 0
+    return TrainState(step, phase, epoch, b, state.tokens_seen + tokens, state.wall_time_s + dt)
+
+
+def epochs_made(state: TrainState, batchers: list[Batcher]) -> float:
+    return state.epoch + state.batch / max(batchers[state.phase].batches_in_epoch(state.epoch), 1)
+
+
+def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: Report | None = None,
+                    device: str | torch.device | None = None, *, tensorboard_dir: str | None = None,
+                    resume: bool = True) -> RunResult:
+    """Pretrain ``cfg.objective``'s mix for ``cfg.optim.max_steps`` steps (0 for ``none``) into ``out_dir``."""
+    out = Path(out_dir)
+    done = _finished_result(out, cfg)
+    if done is not None and resume:
+        log.info("%s already finished; nothing to do", out)
+        return done
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    rank, world = _world()
+    dev = torch.device(device) if device is not None else resolve_device(cfg.run.device)
+    if cfg.optim.batch_size % (world * cfg.optim.grad_accum):
+        raise ConfigError(f"optim.batch_size={cfg.optim.batch_size} must be divisible by workers ({world}) x "
+                          f"optim.grad_accum ({cfg.optim.grad_accum})")
+    out.mkdir(parents=True, exist_ok=True)
+    data = build_pretraining_data(cfg)
+    model = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, cfg.run.seed).to(dev)
+    opt, sched = build_optimizer(model, cfg)
+    torch.manual_seed(cfg.run.seed)  # dropout draws from torch's generator; saved and restored on resume
+    state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
+    if state.step:
+        log.info("resuming %s at step %d", out, state.step)
+    steps = 0 if cfg.objective.variant == "none" else cfg.optim.max_steps
+    o = cfg.objective
+    module = SparsePretrainer(model, need_mlm=o.mlm_weight > 0, need_pair=o.pair_task is not None)
+    if world > 1:
+        module = torch.nn.parallel.DistributedDataParallel(
+            module, find_unused_parameters=not (module.need_mlm and module.need_pair))
+    if cfg.model.compile:
+        module = torch.compile(module)
+    bf16 = cfg.run.precision == "bf16" or (cfg.run.precision == "auto" and dev.type == "cuda")
+    autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if bf16 else _no_autocast
+    report = report or (lambda metrics, checkpoint_dir=None: None)
+    tb = _tensorboard(out, cfg, rank, tensorboard_dir)
+    model.train()
+    log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)", o.variant, count_parameters(model),
+             steps, dev, rank, world)
+    window_tokens, window_t0 = 0, time.perf_counter()
+    while state.step < steps:
+        t0 = time.perf_counter()
+        losses, tokens = train_step(module, opt, sched, cfg, data, data.batchers[state.phase], state, rank, world,
+                                    dev, autocast)
+        state = _advance(state, data.batchers, cfg, tokens, time.perf_counter() - t0)
+        window_tokens += tokens
+        if state.step % cfg.run.log_every == 0 or state.step == steps:
+            now = time.perf_counter()
+            metrics = {"step": state.step, "lr": sched.get_last_lr()[0], "tokens_seen": state.tokens_seen,
+                       "tokens_per_s": window_tokens / max(now - window_t0, 1e-9),
+                       "epoch": epochs_made(state, data.batchers), **losses}
+            window_tokens, window_t0 = 0, now
+            _log_scalars(tb, metrics, state.step)
+            if not (cfg.run.eval_every and state.step % cfg.run.eval_every == 0) and state.step != steps:
+                report(metrics)
+        if cfg.run.eval_every and state.step % cfg.run.eval_every == 0 and state.step != steps:
+            intrinsic = evaluate_intrinsic(model, data.eval_sets, dev).as_dict()
+            _log_scalars(tb, intrinsic, state.step)
+            ckpt = None
+            if cfg.run.checkpoint_every and state.step % cfg.run.checkpoint_every == 0 and rank == 0:
+                ckpt = str(save_resume_state(out, model, opt, sched, state))
+            report({"step": state.step, **losses, **intrinsic}, ckpt)
+        elif cfg.run.checkpoint_every and state.step % cfg.run.checkpoint_every == 0 and rank == 0:
+            report({"step": state.step, **losses}, str(save_resume_state(out, model, opt, sched, state)))
+    metrics = evaluate_intrinsic(model, data.eval_sets, dev)
+    result = RunResult(str(out), "completed", state.step, state.tokens_seen, epochs_made(state, data.batchers),
+                       state.wall_time_s, metrics)
+    if rank == 0:
+        _log_scalars(tb, metrics.as_dict(), state.step)
+        write_checkpoint(out, model, data, cfg, result)
+    if tb is not None:
+        tb.close()
+    report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "done": 1,
+            **metrics.as_dict()}, str(out) if rank == 0 else None)
+    return result
+
+
+def _no_autocast():
+    return torch.autocast("cpu", enabled=False)
+
+
+def _log_scalars(tb, metrics: dict, step: int) -> None:
+    if tb is None:
+        return
+    for k, v in metrics.items():
+        if k != "step" and isinstance(v, (int, float)) and math.isfinite(float(v)):
+            tb.add_scalar(k, float(v), step)
+
+
+def write_checkpoint(out: Path, model, data: PretrainingData, cfg: ExperimentConfig, result: RunResult) -> None:
+    """Stock HF checkpoint (safetensors + config + tokenizer) and run.json; resume/ is then obsolete."""
+    model.save_pretrained(str(out))
+    data.tokenizer.save_pretrained(str(out))
+    run = {"status": result.status, "config": cfg.to_dict(), "data_fingerprint": data.fingerprint,
+           "tokens_cache_key": data.corpus.key, "code_version": code_version(), "steps": result.steps,
+           "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
+           "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,
+           "train_tokens": data.corpus.train_tokens, "parameters": count_parameters(model),
+           "intrinsic": result.metrics._asdict()}
+    tmp = out / "run.json.tmp"
+    tmp.write_text(json.dumps(run, indent=2, sort_keys=True))
+    os.replace(tmp, out / "run.json")
+    shutil.rmtree(out / "resume", ignore_errors=True)
+
+
+def _finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
+    path = out / "run.json"
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text())
+    if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
+        return None
+    return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
+                     IntrinsicMetrics(**run["intrinsic"]))
+
+
+def none_checkpoint(cfg: ExperimentConfig) -> Path:
+    """The untrained baseline for ``cfg`` (seeded initial weights + tokenizer), cached by config."""
+    import hashlib
+
+    base = build_config(cfg.preset if cfg.preset in ("smoke", "cpu-small", "bert-mini", "bert-small", "bert-base")
+                        else "cpu-small", "none")
+    none_cfg = cfg.replace(objective=base.objective)
+    key = hashlib.sha256(json.dumps({"model": none_cfg.to_dict()["model"], "data": none_cfg.to_dict()["data"],
+                                     "seed": cfg.run.seed}, sort_keys=True).encode()).hexdigest()[:16]
+    out = cache_root(cfg.data.cache_dir) / "none" / key
+    run_pretraining(none_cfg, out)
+    return out
+
+
+def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:
+    return from_dict(json.loads((Path(out_dir) / "run.json").read_text())["config"])
+
+
+def _cli(argv: list[str] | None = None) -> int:
+    from trainables.config import PRESETS, VARIANTS
+
+    p = argparse.ArgumentParser(prog="python -m trainables.pretrain", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--variant", default="full", help=f"one of: {', '.join(VARIANTS)}")
+    p.add_argument("--corpus", help="builtin | synthetic | PATH | hub:NAME[:CONFIG] (sets data.corpus)")
+    p.add_argument("--seed", type=int, help="pretraining seed (sets run.seed)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="dotted override, e.g. objective.mask_ratio=0.3 (repeatable)")
+    p.add_argument("--out", required=True, help="output directory (a Hugging Face checkpoint + run.json)")
+    p.add_argument("--no-resume", action="store_true", help="start over even if OUT holds a resumable state")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    overrides = list(args.overrides)
+    if args.corpus:
+        overrides.insert(0, f"data.corpus={args.corpus}")
+    if args.seed is not None:
+        overrides.insert(0, f"run.seed={args.seed}")
+    try:
+        cfg = build_config(args.preset, args.variant, overrides)
+
+        def report(metrics, checkpoint_dir=None):
+            shown = {k: v for k, v in metrics.items() if k in ("step", "loss/total", "loss/mlm", "loss/nsp", "loss/sop",
+                                                              "tokens_per_s", "eval/mlm_acc", "eval/pair_acc_nsp")}
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()), flush=True)
+
+        result = run_pretraining(cfg, args.out, report, resume=not args.no_resume)
+    except (ConfigError, CorpusError, NonFiniteLossError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"out": result.out_dir, "steps": result.steps, "tokens_seen": result.tokens_seen,
+                      "wall_time_s": round(result.wall_time_s, 2), **result.metrics._asdict()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_cli())
