@@ -231,10 +231,11 @@ def build_headline_match(arts: list[parsers.BBCArticle], splits: list[str],
     pool: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, (a, s) in enumerate(zip(arts, splits)):
         pool[(a.category, s)].append(i)
+    title_keys = [norm_key(a.title) for a in arts]
     rows, row_splits = [], []
     for i, (a, s) in enumerate(zip(arts, splits)):
         own = rng.permutation(len(a.paragraphs))[:pairs_per_article]
-        others = [j for j in pool[(a.category, s)] if norm_key(arts[j].title) != norm_key(a.title)]
+        others = [j for j in pool[(a.category, s)] if title_keys[j] != title_keys[i]]
         for k, p in enumerate(own):
             rows.append({"id": f"bbc:{a.article_id}:p{p}", "text_a": a.title, "text_b": a.paragraphs[p],
                          "label": "match"})
