@@ -236,6 +236,8 @@ def build_headline_match(arts: list[parsers.BBCArticle], splits: list[str],
     for i, (a, s) in enumerate(zip(arts, splits)):
         own = rng.permutation(len(a.paragraphs))[:pairs_per_article]
         others = [j for j in pool[(a.category, s)] if title_keys[j] != title_keys[i]]
+        if not others:  # no hard negative available (tiny data only): skip, keeping the classes balanced
+            continue
         for k, p in enumerate(own):
             rows.append({"id": f"bbc:{a.article_id}:p{p}", "text_a": a.title, "text_b": a.paragraphs[p],
                          "label": "match"})
