@@ -15,6 +15,7 @@ config, tokenizer) plus ``run.json``; ``resume/`` holds the exact state for resu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -87,6 +88,7 @@ def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
     sp = special_ids(tokenizer)
     corpus = tokenize_corpus(docs, tokenizer, tok_key, fingerprint=fingerprint, heldout_fraction=d.heldout_fraction,
                              data_seed=d.data_seed, cache_dir=cache)
+    corpus = _drop_single_sentence_documents(corpus, d.corpus)
     task = "single" if o.input_format == "single" else (o.pair_task or "nsp")
     phases = [(d.seq_len, cfg.optim.batch_size)]
     if cfg.optim.phase2_steps:
@@ -98,6 +100,21 @@ def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
     log.info("data: %d train / %d held-out documents, %d train tokens, input %s", len(corpus.train),
              len(corpus.heldout), corpus.train_tokens, task)
     return PretrainingData(tokenizer, sp, corpus, fingerprint, batchers, eval_sets)
+
+
+def _drop_single_sentence_documents(corpus: TokenizedCorpus, name: str) -> TokenizedCorpus:
+    """Every variant trains on the same documents, so one-sentence documents (no pair possible) are
+    skipped for all of them, counted and logged."""
+    train = [doc for doc in corpus.train if len(doc) >= 2]
+    heldout = [doc for doc in corpus.heldout if len(doc) >= 2]
+    skipped = len(corpus.train) + len(corpus.heldout) - len(train) - len(heldout)
+    if len(train) < 2 or len(heldout) < 2:
+        raise CorpusError(f"corpus {name!r}: too few documents with two or more sentences ({len(train)} train, "
+                          f"{len(heldout)} held out; {skipped} one-sentence documents skipped), so no sentence "
+                          "pairs can be built; documents are separated by blank lines")
+    if skipped:
+        log.warning("corpus %s: skipped %d one-sentence documents (no sentence pair possible)", name, skipped)
+    return dataclasses.replace(corpus, train=train, heldout=heldout)
 
 
 def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):

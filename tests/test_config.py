@@ -1,0 +1,76 @@
+"""Config validation errors, dict round trip, dotted overrides, presets and variants."""
+
+import pytest
+
+from trainables.config import (PRESETS, VARIANTS, ConfigError, ModelConfig, ObjectiveConfig, apply_overrides,
+                               build_config, from_dict, objective_for_variant)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_presets_round_trip_through_dicts(preset):
+    cfg = build_config(preset)
+    assert from_dict(cfg.to_dict()) == cfg
+
+
+def test_cpu_small_is_laptop_sized():
+    m = build_config("cpu-small").model
+    embed = m.vocab_size * m.hidden_size
+    layers = m.num_layers * (4 * m.hidden_size**2 + 2 * m.hidden_size * m.intermediate_size)
+    assert 1_000_000 <= embed + layers <= 2_000_000
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_variant_builds(variant):
+    o = build_config("smoke", variant).objective
+    assert o.variant == variant
+    assert (o.total_weight == 0) == (variant == "none")
+
+
+def test_mlm_only_defaults_to_single_segments_and_full_to_pairs():
+    assert objective_for_variant("mlm_only").input_format == "single"
+    assert objective_for_variant("full").input_format == "pair"
+    assert objective_for_variant("mlm_only", input_format="pair").pair_task is None
+
+
+@pytest.mark.parametrize("override, names", [
+    ("objective.mask_ratio=1.5", "mask_ratio"),
+    ("objective.mask_ratio=0", "mask_ratio"),
+    ("objective.mlm_weight=-1", "mlm_weight"),
+    ("objective.sop_weight=1", "sop_weight"),  # full has NSP on: both pair losses at once
+    ("data.seq_len=4096", "max_position"),
+    ("objective.bogus=1", "objective.bogus"),
+    ("nosuch.key=1", "nosuch.key"),
+    ("optim.max_steps=ten", "optim.max_steps"),
+])
+def test_bad_values_give_one_line_errors_naming_them(override, names):
+    with pytest.raises(ConfigError) as e:
+        build_config("smoke", "full", [override])
+    assert names in str(e.value) and "\n" not in str(e.value)
+
+
+def test_all_zero_weights_only_for_none():
+    with pytest.raises(ConfigError, match="only 'none'"):
+        ObjectiveConfig(variant="full", mlm_weight=0, nsp_weight=0, sop_weight=0)
+    with pytest.raises(ConfigError, match="none"):
+        ObjectiveConfig(variant="none", mlm_weight=1, nsp_weight=0)
+
+
+def test_unknown_preset_and_variant_list_valid_names():
+    with pytest.raises(ConfigError, match="allowed: smoke, cpu-small"):
+        build_config("laptop")
+    with pytest.raises(ConfigError, match="full, mlm_only"):
+        build_config("smoke", "mlm")
+
+
+def test_overrides_are_typed_and_variant_override_brings_its_weights():
+    cfg = apply_overrides(build_config("smoke", "full"), ["objective.mask_ratio=0.3", "optim.max_steps=5",
+                                                          "run.tensorboard=false"])
+    assert cfg.objective.mask_ratio == 0.3 and cfg.optim.max_steps == 5 and cfg.run.tensorboard is False
+    cfg = apply_overrides(cfg, ["objective.variant=mlm_only"])
+    assert cfg.objective.nsp_weight == 0 and cfg.objective.input_format == "single"
+    assert cfg.objective.mask_ratio == 0.3
+
+
+def test_heads_must_divide_hidden():
+    with pytest.raises(ConfigError, match="num_heads"):
+        ModelConfig(hidden_size=100, num_heads=3)

@@ -1,0 +1,151 @@
+"""The pretraining core without Ray: losses against references, checkpoints, resume, every variant, bad input."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForMaskedLM
+
+from trainables.config import VARIANTS, build_config
+from trainables.data.examples import IGNORE
+from trainables.data.masking import mask_batch, step_generator
+from trainables.model import build_model, forward_pretraining
+from trainables.objectives import mlm_loss, pair_loss, total_loss
+from trainables.pretrain import _cli, build_pretraining_data, run_pretraining
+
+
+def _cfg(tmp_path, variant="full", *extra):
+    return build_config("smoke", variant, ["data.corpus=synthetic", f"data.cache_dir={tmp_path / 'cache'}",
+                                           "run.tensorboard=false", *extra])
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory):
+    cfg = _cfg(tmp_path_factory.mktemp("d"))
+    return cfg, build_pretraining_data(cfg)
+
+
+def test_losses_match_stock_bert_for_pretraining_with_full_logits(smoke_data):
+    cfg, data = smoke_data
+    model = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=0).eval()
+    raw = data.batchers[0].batch(0, 0)
+    batch = mask_batch(raw, data.sp, ratio=0.15, generator=step_generator(0, 0))
+    out = forward_pretraining(model, batch)
+    labels = torch.full_like(batch.input_ids, IGNORE)
+    labels[batch.mlm_mask] = batch.mlm_labels
+    ref = model(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
+                labels=labels, next_sentence_label=batch.pair_labels)
+    ours = mlm_loss(out, batch) + pair_loss(out, batch)
+    torch.testing.assert_close(ours, ref.loss, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.mlm_logits, ref.prediction_logits[batch.mlm_mask], rtol=1e-5, atol=1e-5)
+
+
+def test_total_loss_is_the_weighted_sum(smoke_data):
+    cfg, data = smoke_data
+    model = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=0).eval()
+    batch = mask_batch(data.batchers[0].batch(0, 1), data.sp, ratio=0.15, generator=step_generator(0, 1))
+    out = forward_pretraining(model, batch)
+    total, parts = total_loss(out, batch, {"mlm": 0.7, "nsp": 2.5, "sop": 0.0})
+    assert set(parts) == {"mlm", "nsp"}
+    torch.testing.assert_close(total, 0.7 * mlm_loss(out, batch) + 2.5 * pair_loss(out, batch))
+
+
+def test_same_seed_same_initial_weights_for_every_variant(smoke_data):
+    cfg, data = smoke_data
+    a = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=3).state_dict()
+    b = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=3).state_dict()
+    c = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=4).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["bert.embeddings.word_embeddings.weight"], c["bert.embeddings.word_embeddings.weight"])
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_variant_runs_and_writes_a_loadable_checkpoint(tmp_path, variant):
+    cfg = _cfg(tmp_path, variant)
+    result = run_pretraining(cfg, tmp_path / "run")
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "completed" and run["steps"] == (0 if variant == "none" else cfg.optim.max_steps)
+    assert 0.0 <= result.metrics.mlm_acc <= 1.0 and 0.0 <= result.metrics.pair_acc_nsp <= 1.0
+    assert (tmp_path / "run" / "model.safetensors").exists() and not (tmp_path / "run" / "resume").exists()
+    from transformers import pipeline
+
+    fill = pipeline("fill-mask", model=str(tmp_path / "run"))
+    assert len(fill("the man [MASK] the time")) == 5
+
+
+def test_checkpoint_round_trip_through_auto_classes(tmp_path):
+    cfg = _cfg(tmp_path, "full")
+    run_pretraining(cfg, tmp_path / "run")
+    data = build_pretraining_data(cfg)
+    batch = mask_batch(data.batchers[0].batch(0, 0), data.sp, ratio=0.15, generator=step_generator(0, 0))
+    from transformers import BertForPreTraining
+
+    ours = BertForPreTraining.from_pretrained(tmp_path / "run").eval()
+    mlm = AutoModelForMaskedLM.from_pretrained(tmp_path / "run").eval()
+    enc = AutoModel.from_pretrained(tmp_path / "run").eval()
+    with torch.no_grad():
+        out = forward_pretraining(ours, batch)
+        kw = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids)
+        torch.testing.assert_close(mlm(**kw).logits[batch.mlm_mask], out.mlm_logits)
+        torch.testing.assert_close(enc(**kw).last_hidden_state, out.hidden)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_resume_equals_uninterrupted_training(tmp_path):
+    cfg = _cfg(tmp_path, "full", "optim.max_steps=6", "run.checkpoint_every=3", "run.log_every=1")
+    run_pretraining(cfg, tmp_path / "straight")
+
+    def stop_after_checkpoint(metrics, checkpoint_dir=None):
+        if checkpoint_dir:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        run_pretraining(cfg, tmp_path / "resumed", stop_after_checkpoint)
+    assert (tmp_path / "resumed" / "resume" / "trainer_state.pt").exists()
+    steps_seen = []
+    run_pretraining(cfg, tmp_path / "resumed", lambda m, checkpoint_dir=None: steps_seen.append(m.get("step")))
+    assert min(steps_seen) == 4  # continued after the checkpoint, did not start over
+    from safetensors.torch import load_file
+
+    a, b = load_file(tmp_path / "straight" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_second_call_on_a_finished_run_does_nothing(tmp_path):
+    cfg = _cfg(tmp_path, "mlm_only")
+    first = run_pretraining(cfg, tmp_path / "r")
+    calls = []
+    again = run_pretraining(cfg, tmp_path / "r", lambda m, checkpoint_dir=None: calls.append(m))
+    assert again.steps == first.steps and calls == []
+
+
+def test_cli_rejects_bad_mask_ratio_in_one_line(tmp_path, capsys):
+    rc = _cli(["--preset", "smoke", "--variant", "full", "--set", "objective.mask_ratio=1.5", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0 and "mask_ratio" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, expect", [
+    (b"", "no documents"),
+    (b"\xff\xfe bad bytes \x80\n\nmore text here.", "not UTF-8"),
+    (b"Only one sentence.\n\nAnother single one.\n\nA third.\n\nA fourth.", "pair"),
+])
+def test_bad_corpora_get_one_line_errors(tmp_path, capsys, content, expect):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(content)
+    rc = _cli(["--preset", "smoke", "--variant", "full", "--corpus", str(path), "--set",
+               f"data.cache_dir={tmp_path / 'c'}", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and expect in err and len(err.splitlines()) == 1, err
+
+
+def test_missing_path_and_bad_tokenizer_dir(tmp_path, capsys):
+    assert _cli(["--preset", "smoke", "--corpus", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "tok").mkdir()
+    assert _cli(["--preset", "smoke", "--corpus", "synthetic", "--set", f"data.tokenizer_dir={tmp_path / 'tok'}",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "tokenizer.json" in capsys.readouterr().err
