@@ -167,13 +167,14 @@ def _notes(d: ContrastDef, task: str, collapsed: set[str], worse: set[tuple[str,
     for v, w in d.weights.items():
         if v == "none" or w == 0:
             continue
-        reasons = (["collapsed"] if v in collapsed else []) + (
-            ["worse than none on this task"] if (task, v) in worse else [])
-        for r in reasons:
-            if w < 0 and d.credited:
-                notes.append(f"contrast against {v} ({r}): not credited to {d.credited}")
-            else:
-                notes.append(f"{v} {r}")
+        reasons = (["collapsed"] if v in collapsed else []) + (  # below none is the vs_none row itself
+            ["worse than none on this task"] if (task, v) in worse and d.family != "vs_none" else [])
+        if not reasons:
+            continue
+        if w < 0 and d.credited:
+            notes.append(f"contrast against {v} ({', '.join(reasons)}): not credited to {d.credited}")
+        else:
+            notes.append(f"{v} {' and '.join(reasons)}")
     return tuple(notes)
 
 

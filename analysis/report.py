@@ -31,13 +31,14 @@ from analysis.search import SearchSummary, summarize_search
 log = logging.getLogger(__name__)
 
 
-def _iv(iv: Interval, signed: bool = False) -> str:
+def _iv(iv: Interval, signed: bool = False, short: bool = False) -> str:
     f = "{:+.3f}" if signed else "{:.3f}"
     est = f.format(iv.estimate)
     if not np.isfinite(iv.lo):
         return est
     if not iv.reliable:
-        return f"{est} (no reliable interval: {iv.n_seeds} seed{'s' * (iv.n_seeds != 1)})"
+        return f"{est} (unreliable)" if short else (
+            f"{est} (no reliable interval: {iv.n_seeds} seed{'s' * (iv.n_seeds != 1)})")
     return f"{est} [{f.format(iv.lo)}, {f.format(iv.hi)}]"
 
 
@@ -185,16 +186,16 @@ def format_table(report: Report) -> str:
     if not c.tasks:
         return "\n".join(["no completed measure runs to report", *c.messages])
     w = max(len(t) for t in c.tasks) + 2
-    lines = ["task".ljust(w) + "".join(v.ljust(24) for v in c.variants)]
+    lines = ["task".ljust(w) + "".join(v.ljust(24) for v in c.variants)]  # cells are <= 22 characters
     for t in c.tasks:
-        lines.append(t.ljust(w) + "".join((_iv(c.means[(t, v)]) + ("*" if _flag_marks(c, t, v) else ""))[:23]
+        lines.append(t.ljust(w) + "".join((_iv(c.means[(t, v)], short=True) + ("*" if _flag_marks(c, t, v) else ""))
                                           .ljust(24) for v in c.variants))
     lines.append("")
     cw = max(len(e.contrast.name) for e in c.contrasts) + 2 if c.contrasts else 10
     for e in c.contrasts:
         if e.contrast.family == "factorial":
             continue
-        lines.append(f"{e.task[:w - 1].ljust(w)}{e.contrast.name.ljust(cw)}{_iv(e.interval, True):32s}"
+        lines.append(f"{e.task.ljust(w)}{e.contrast.name.ljust(cw)}{_iv(e.interval, True, short=True):26s}"
                      f"{verdict(e.interval)}{' [' + '; '.join(e.notes) + ']' if e.notes else ''}")
     excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
     lines += ["", f"* flagged (collapsed or below none). Excluded measure runs: {excluded}.", *c.messages]

@@ -60,7 +60,7 @@ def test_collapsed_variant_is_flagged_and_contrast_against_it_not_credited(tmp_p
     assert {(f.variant, f.task) for f in c.flags if f.task == "sst"} == {
         ("full", "sst"), ("mlm_only", "sst"), ("nsp_only", "sst")}  # all worse than none
     mlm = _contrast(c, "sst", "MLM contribution (full - nsp_only)")
-    assert "contrast against nsp_only (collapsed): not credited to MLM" in mlm.notes
+    assert "contrast against nsp_only (collapsed, worse than none on this task): not credited to MLM" in mlm.notes
     assert _contrast(c, "sst", "full - none").interval.estimate == pytest.approx(-0.04)
 
 
