@@ -58,7 +58,7 @@ class LocalCluster:
     """A running local autoscaling cluster."""
 
     address: str  # GCS address "host:port": ray.init(address=...) / --address
-    dashboard_url: str  # http://127.0.0.1:<port>, for `ray job submit --address`
+    dashboard_url: str  # http://127.0.0.1:<port>; serves only where ray[default] is installed
     temp_dir: Path  # Ray's session/log root for this cluster only
     config_path: Path  # the filled-in autoscaler config the head runs with
     head_pid: int  # `ray start --head --block`; its session id marks all our processes

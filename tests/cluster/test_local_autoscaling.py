@@ -1,13 +1,15 @@
 """The autoscaling path on a local fake multi-node cluster (cluster/local-autoscaling.yaml).
 
-The head advertises 0 CPUs, so nothing runs until the autoscaler starts worker nodes. Two tests:
-a two-trial Ray Tune job of our own (shows the autoscaling path and storage independently of
-the sweep), and the real smoke sweep, `sweeps/objective_weights.py --address ...`, run as a
-subprocess against the cluster. Each starts a fresh cluster and tears it down in a finally
-block (every process of the head's session is signalled; none may survive).
+The head advertises 0 CPUs, so nothing runs until the autoscaler starts worker nodes. Three
+tests: a two-trial Ray Tune job of our own (shows the autoscaling path and the shared storage
+independently of the sweep); the same cluster with token authentication on (workers join with
+the token, a wrong token is refused); and the real smoke sweep,
+`sweeps/objective_weights.py --address ...`, run as a subprocess against the cluster. Each
+starts a fresh cluster and tears it down in a finally block (every process of the head's
+session is signalled; none may survive).
 
-RAY_AUTH_MODE=disabled here is a test-only setting: CI runners hold no token. The cloud
-configs keep token authentication on (tests/cluster/test_cluster_configs.py checks that).
+RAY_AUTH_MODE=disabled in the other tests is a test-only setting: CI runners hold no token.
+The cloud configs keep token authentication on (tests/cluster/test_cluster_configs.py checks).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -107,6 +110,39 @@ def test_tune_trials_make_the_autoscaler_start_workers(tmp_path, monkeypatch):
         checkpoint = Path(result.checkpoint.path)
         assert checkpoint.is_relative_to(storage / "autoscale")
         assert json.loads((checkpoint / "state.json").read_text())["x"] in (1, 2)
+
+
+TOKEN_PROBE = """
+import os, subprocess, sys
+import ray
+address = sys.argv[1]
+connect = f"import ray; ray.init(address={address!r}, logging_level='ERROR')"
+wrong = subprocess.run([sys.executable, "-c", connect], capture_output=True, timeout=120,
+                       env={**os.environ, "RAY_AUTH_TOKEN": "not-the-cluster-token"})
+print("WRONG_TOKEN_EXIT", wrong.returncode)
+ray.init(address=address, logging_level="ERROR")
+print("TASK_RESULT", ray.get(ray.remote(num_cpus=1)(lambda: 41 + 1).remote()))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_token_auth_cluster_scales_and_refuses_a_wrong_token():
+    """With RAY_AUTH_MODE=token, autoscaled workers join with the token; a wrong token is refused.
+
+    Run through the harness CLI in a subprocess, with a random token in RAY_AUTH_TOKEN: this
+    never writes ~/.ray/auth_token (which would turn auth on for other local Ray sessions).
+    """
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    run = subprocess.run([sys.executable, str(REPO / "cluster" / "local.py"), "run", "--",
+                          sys.executable, "-c", TOKEN_PROBE, "{address}"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    lines = run.stdout.splitlines()
+    wrong_exit = next(int(line.split()[1]) for line in lines if line.startswith("WRONG_TOKEN_EXIT"))
+    assert wrong_exit != 0
+    assert "TASK_RESULT 42" in lines  # ran on a worker node: the head has no CPUs
+    summary = json.loads(next(line for line in lines if line.startswith("{")))
+    assert summary["worker_nodes_started"] >= 1
 
 
 @pytest.mark.timeout(900)
