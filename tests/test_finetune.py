@@ -1,0 +1,184 @@
+"""Heads, batching, span decoding, the probe, records and the CLI, on a tiny checkpoint and fixtures."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from trainables.config import build_config
+from trainables.finetune import (FinetuneResult, best_span, bucket_batches, collate, decode_qa, encode_qa,
+                                 encode_tagging, main, run_finetuning, run_probe)
+from trainables.metrics import METRIC_RANGES, compute_metric
+from trainables.tasks import TaskData, load_hub_task, load_user_task
+from test_tasks import FIXTURES, write_user_files
+
+EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "primary", "n_examples", "wall_time_s"]
+PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold"]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return build_config("smoke", overrides=["finetune.epochs=2", "finetune.qa_max_len=64", "finetune.qa_doc_stride=24",
+                                            "run.device=cpu"])
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_checkpoint):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(tiny_checkpoint))
+
+
+def test_bucket_batches_cover_each_index_once_and_follow_the_seed():
+    lengths = list(np.random.default_rng(0).integers(3, 100, size=103))
+    batches = bucket_batches(lengths, 8, np.random.default_rng(5), bucket_factor=4)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(103))
+    again = bucket_batches(lengths, 8, np.random.default_rng(5), bucket_factor=4)
+    assert all((a == b).all() for a, b in zip(batches, again))
+    other = bucket_batches(lengths, 8, np.random.default_rng(6), bucket_factor=4)
+    assert any(len(a) != len(b) or (a != b).any() for a, b in zip(batches, other))
+    # within a bucket, batches hold similar lengths: the mean in-batch spread is far below random batching
+    spread = np.mean([np.ptp([lengths[i] for i in b]) for b in batches])
+    random_spread = np.mean([np.ptp(lengths[i:i + 8]) for i in range(0, 96, 8)])
+    assert spread < 0.6 * random_spread
+    evaluation = bucket_batches(lengths, 8, None)
+    flat = [lengths[i] for i in np.concatenate(evaluation)]
+    assert flat == sorted(lengths)
+
+
+def test_collate_pads_dynamically_and_ignores_label_padding():
+    import torch
+    feats = [{"input_ids": [2, 5, 3], "token_type_ids": [0, 0, 0], "attention_mask": [1, 1, 1], "labels": [-100, 1, -100]},
+             {"input_ids": [2, 3], "token_type_ids": [0, 0], "attention_mask": [1, 1], "labels": [-100, -100]}]
+    batch = collate(feats, pad_id=0, device=torch.device("cpu"))
+    assert batch["input_ids"].tolist() == [[2, 5, 3], [2, 3, 0]]
+    assert batch["labels"].tolist()[1] == [-100, -100, -100] and batch["attention_mask"].tolist()[1] == [1, 1, 0]
+
+
+def test_tagging_labels_only_the_first_subword(tokenizer):
+    rows = [{"id": "0", "tokens": ["Elmsfordian", "went", "home"], "tags": ["B-PER", "O", "O"]}]
+    enc = encode_tagging(rows, tokenizer, {"O": 0, "B-PER": 1}, max_len=32)
+    word_ids, labels = enc.meta[0], enc.inputs[0]["labels"]
+    assert word_ids.count(0) > 1  # the rare word is split into several sub-words
+    assert [lab for lab, w in zip(labels, word_ids) if w == 0] == [1] + [-100] * (word_ids.count(0) - 1)
+    assert labels[0] == -100 and labels[-1] == -100  # [CLS], [SEP]
+    assert [lab for lab in labels if lab != -100] == [1, 0, 0]
+
+
+def test_qa_long_context_needs_the_document_stride_and_maps_back(tokenizer):
+    data = load_hub_task("squad", FIXTURES / "squad")
+    row = data["test"][0]  # the long Elmsford context; answer '1871' near its end
+    enc = encode_qa([row], tokenizer, max_len=40, stride=16, train=True)
+    assert len(enc.inputs) > 3 and set(enc.example_of) == {0}
+    with_answer = [f for f in enc.inputs if f["start_positions"] > 0]
+    assert with_answer and with_answer[0] is not enc.inputs[0]  # not in the first window
+    # a model whose logits peak on the labelled span decodes the exact answer text from the context
+    logits = []
+    for f in enc.inputs:
+        start, end = np.zeros(len(f["input_ids"])), np.zeros(len(f["input_ids"]))
+        if f["start_positions"] > 0:
+            start[f["start_positions"]], end[f["end_positions"]] = 5.0, 5.0
+        logits.append((start, end))
+    assert decode_qa([row], enc, logits, max_answer_len=30) == ["1871"]
+
+
+def test_best_span_respects_max_answer_length_and_context():
+    offsets = [None, (0, 3), (4, 8), (9, 12), None]
+    start, end = np.array([9.0, 1, 0.5, 0, 0]), np.array([9.0, 0, 0, 3, 0])  # [CLS] (0) is never an answer
+    assert best_span(start, end, offsets, max_answer_len=3)[1:] == (1, 3)  # 1 + 3
+    assert best_span(start, end, offsets, max_answer_len=2)[1:] == (2, 3)  # 1..3 is too long; 0.5 + 3
+    assert best_span(np.zeros(5), np.zeros(5), [None] * 5, 30) is None
+
+
+def _check_tables(result: FinetuneResult):
+    evals, preds = result.to_tables()
+    assert evals.column_names == EVAL_COLUMNS and preds.column_names == PRED_COLUMNS
+    assert str(evals.schema.field("finetune_seed").type) == "int64" and str(evals.schema.field("primary").type) == "bool"
+    ev, pr = evals.to_pandas(), preds.to_pandas()
+    for _, r in ev.iterrows():
+        lo, hi = METRIC_RANGES[r.metric]
+        assert lo <= r.value <= hi
+    for (task, seed, mode), group in pr.groupby(["task", "finetune_seed", "mode"]):
+        rows = ev[(ev.task == task) & (ev.finetune_seed == seed) & (ev["mode"] == mode)]
+        assert rows.primary.sum() == 1 and (rows.n_examples == len(group)).all()
+        for _, r in rows.iterrows():  # the stored predictions recompute every metric
+            kwargs = {"positive": "equivalent"} if task == "mrpc" and r.metric == "f1" else {}
+            assert compute_metric(r.metric, list(group.prediction), list(group.gold), **kwargs) == pytest.approx(r.value)
+    return ev, pr
+
+
+def test_every_head_fine_tunes_and_records_recompute(tiny_checkpoint, cfg):
+    tasks = [load_hub_task("mrpc", FIXTURES / "glue_mrpc"), load_hub_task("mnli", FIXTURES / "glue_mnli"),
+             load_hub_task("conll2003_ner", FIXTURES / "conll2003"), load_hub_task("squad", FIXTURES / "squad")]
+    reports = []
+    result = run_finetuning(tiny_checkpoint, [], [0, 1], cfg, run_id="r1", datasets=tasks, report=reports.append)
+    ev, pr = _check_tables(result)
+    assert set(ev.task) == {"mrpc", "mnli_m", "mnli_mm", "conll2003_ner", "squad"}
+    assert set(ev[ev.task == "mrpc"].metric) == {"f1", "accuracy"} and set(ev.finetune_seed) == {0, 1}
+    assert (ev.run_id == "r1").all() and (ev["mode"] == "finetune").all()
+    assert len(reports) == 8 and reports[-1]["done"] == reports[-1]["total"] == 8
+    assert "dev/mrpc/f1" in reports[0] and "mnli_mm/accuracy" in reports[2]
+    qa = pr[pr.task == "squad"]
+    assert all(isinstance(json.loads(p), str) for p in qa.prediction) and len(qa) == 2 * 2
+    ner = pr[pr.task == "conll2003_ner"]
+    assert all(len(json.loads(p)) == len(json.loads(g)) for p, g in zip(ner.prediction, ner.gold))
+
+
+def test_same_seed_same_predictions(tiny_checkpoint, cfg):
+    task = [load_hub_task("mrpc", FIXTURES / "glue_mrpc")]
+    a = run_finetuning(tiny_checkpoint, [], [3], cfg, datasets=task).to_tables()[1].column("prediction").to_pylist()
+    b = run_finetuning(tiny_checkpoint, [], [3], cfg, datasets=task).to_tables()[1].column("prediction").to_pylist()
+    assert a == b
+
+
+def test_user_task_files_in_each_schema_run(tiny_checkpoint, cfg, tmp_path):
+    files = write_user_files(tmp_path)
+    result = run_finetuning(tiny_checkpoint, [], [0], cfg, task_files=[(str(p), k) for k, p in files.items()])
+    ev, _ = _check_tables(result)
+    assert set(ev.task) == {"reviews", "pairs", "tags", "qa"}
+
+
+def test_probe_scores_on_dev_and_writes_probe_records(tiny_checkpoint, cfg):
+    tasks = [load_hub_task("mrpc", FIXTURES / "glue_mrpc"), load_hub_task("conll2003_pos", FIXTURES / "conll2003")]
+    scores = run_probe(tiny_checkpoint, tasks, cfg, seed=0)
+    assert set(scores) == {"mrpc", "conll2003_pos"} and all(0.0 <= v <= 1.0 for v in scores.values())
+    result = run_finetuning(tiny_checkpoint, [], [0], cfg, mode="probe", datasets=tasks)
+    ev, _ = _check_tables(result)
+    assert (ev["mode"] == "probe").all()
+
+
+def test_none_checkpoint_fine_tunes_end_to_end(tmp_path):
+    cfg = build_config("smoke", overrides=["data.corpus=synthetic", f"data.cache_dir={tmp_path}", "run.device=cpu"])
+    result = run_finetuning("none", [], [0], cfg, datasets=[load_hub_task("mrpc", FIXTURES / "glue_mrpc")])
+    ev, _ = _check_tables(result)
+    assert (ev.run_id == "none").all() and set(ev.task) == {"mrpc"}
+
+
+def test_cli_writes_both_tables_for_a_task_file(tiny_checkpoint, tmp_path, capsys):
+    files = write_user_files(tmp_path / "in")
+    out = tmp_path / "out"
+    rc = main(["--checkpoint", str(tiny_checkpoint), "--task-file", str(files["pair"]), "--task-type", "pair",
+               "--task-name", "mine", "--seeds", "2", "--preset", "smoke", "--set", "run.device=cpu", "--out", str(out)])
+    assert rc == 0
+    evals = pq.read_table(out / "evals.parquet").to_pandas()
+    assert set(evals.task) == {"mine"} and set(evals.finetune_seed) == {0, 1}
+    assert len(pq.read_table(out / "predictions.parquet")) == 2 * 2  # 2 test rows x 2 seeds
+    assert not list(out.glob(".*tmp"))
+
+
+def test_cli_list_tasks_json(capsys):
+    assert main(["--list-tasks", "--json"]) == 0
+    entries = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    names = {e["name"] for e in entries}
+    assert {"mnli", "qnli", "mrpc", "sst2", "cola", "conll2003_ner", "conll2003_pos", "squad"} <= names
+    assert all({"name", "type", "metric", "source"} <= set(e) for e in entries)
+
+
+def test_cli_bad_task_file_is_one_line_error(tiny_checkpoint, tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text\nhello\n")
+    rc = main(["--checkpoint", str(tiny_checkpoint), "--task-file", str(bad), "--task-type", "single",
+               "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "missing column" in err and str(bad) in err and "\n" not in err
