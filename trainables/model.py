@@ -45,8 +45,9 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> Be
 
 def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_mlm: bool = True,
                         need_pair: bool = True) -> PretrainOutputs:
-    out = model.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                     token_type_ids=batch.token_type_ids)
+    # Length-bucketed batches are mostly unpadded; without a mask SDPA takes its fused kernel.
+    attention_mask = None if bool(batch.attention_mask.all()) else batch.attention_mask
+    out = model.bert(input_ids=batch.input_ids, attention_mask=attention_mask, token_type_ids=batch.token_type_ids)
     hidden = out.last_hidden_state  # (B, T, H)
     mlm_logits = model.cls.predictions(hidden[batch.mlm_mask]) if need_mlm else None  # (M, V)
     pair_logits = model.cls.seq_relationship(out.pooler_output) if need_pair else None  # (B, 2)

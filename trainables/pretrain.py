@@ -124,7 +124,7 @@ def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):
         (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
     o = cfg.optim
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps)
+                            lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=True)  # one kernel, CPU and CUDA
     sched = get_linear_schedule_with_warmup(opt, int(o.warmup_frac * o.max_steps), max(o.max_steps, 1))
     return opt, sched
 
@@ -164,11 +164,16 @@ class TrainState(NamedTuple):
     wall_time_s: float = 0.0
 
 
-def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState) -> Path:
-    """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``."""
+def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None) -> Path:
+    """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``.
+
+    With the tokenizer saved beside the weights the directory is also a loadable checkpoint (the
+    sweeps probe it to rank trials while they train)."""
     final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(tmp))
     torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
                 "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
@@ -317,10 +322,11 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
             _log_scalars(tb, intrinsic, state.step)
             ckpt = None
             if cfg.run.checkpoint_every and state.step % cfg.run.checkpoint_every == 0 and rank == 0:
-                ckpt = str(save_resume_state(out, model, opt, sched, state))
-            report({"step": state.step, **losses, **intrinsic}, ckpt)
+                ckpt = str(save_resume_state(out, model, opt, sched, state, data.tokenizer))
+            report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": epochs_made(state, data.batchers),
+                    "wall_time_s": state.wall_time_s, **losses, **intrinsic}, ckpt)
         elif cfg.run.checkpoint_every and state.step % cfg.run.checkpoint_every == 0 and rank == 0:
-            report({"step": state.step, **losses}, str(save_resume_state(out, model, opt, sched, state)))
+            report({"step": state.step, **losses}, str(save_resume_state(out, model, opt, sched, state, data.tokenizer)))
     metrics = evaluate_intrinsic(model, data.eval_sets, dev)
     result = RunResult(str(out), "completed", state.step, state.tokens_seen, epochs_made(state, data.batchers),
                        state.wall_time_s, metrics)
@@ -329,7 +335,9 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
         write_checkpoint(out, model, data, cfg, result)
     if tb is not None:
         tb.close()
-    report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "done": 1,
+    # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.
+    report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "final": 1,
+            "wall_time_s": result.wall_time_s,
             **metrics.as_dict()}, str(out) if rank == 0 else None)
     return result
 

@@ -1,0 +1,131 @@
+"""The main job: what do MLM and NSP (or SOP) buy downstream, and which mix is best? With error bars.
+
+    python sweeps/objective_weights.py                      # built-in default: cpu-small, real data, local Ray
+    python sweeps/objective_weights.py --preset smoke       # the whole pipeline in a few minutes
+    python sweeps/objective_weights.py --preset smoke --storage runs --name demo --resume
+    python sweeps/objective_weights.py --preset bert-small --address auto --gpus-per-trial 1 \\
+        --storage s3://BUCKET/bert-objectives --tasks benchmarks     # on a Ray cluster (README: Cluster)
+
+1. Search: Optuna TPE proposes the MLM and NSP/SOP loss weights and the mask ratio; ASHA stops weak
+   trials early. Trials are ranked on the linear-probe score on the dev split of a few tasks (the
+   same meaning for every objective), never on the training loss.
+2. Measure: full, mlm_only, nsp_only, none and the best mix found, each over --seeds pretraining
+   seeds at full budget (same data order and initial weights per seed), each fine-tuned on the task
+   suite over --finetune-seeds seeds.
+3. Report: export (Parquet), analysis, and the contribution table on the terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
+
+from sweeps import common  # noqa: E402
+from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
+from trainables.data.corpus import CorpusError  # noqa: E402
+
+# What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
+DEFAULTS = {
+    "smoke": dict(num_samples=4, seeds=2, finetune_seeds=1),
+    "cpu-small": dict(num_samples=4, seeds=3, finetune_seeds=1),
+}
+PROBE_TASKS = ("sentiment", "topic")
+
+
+def search_phase(cfg: ExperimentConfig, args, root: str) -> common.Phase:
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+    from optuna.samplers import TPESampler
+
+    from trainables.tune_adapters import pretrain_trainable
+
+    pair = f"{args.pair}_weight"
+    space = {"mlm_weight": tune.uniform(0.1, 2.0), pair: tune.uniform(0.0, 2.0), "mask_ratio": tune.uniform(0.1, 0.5)}
+    start = {"mlm_weight": 1.0, pair: 1.0, "mask_ratio": 0.15}  # BERT's own mix is the first point
+    rungs = max(cfg.optim.max_steps // 4, 1)
+    search_cfg = cfg.replace(objective=_mix(cfg, "custom", **start),
+                             run=replace(cfg.run, eval_every=rungs, checkpoint_every=rungs))
+    searcher = OptunaSearch(metric="probe_score", mode="max", points_to_evaluate=[start],
+                            sampler=TPESampler(seed=cfg.run.seed, n_startup_trials=max(args.num_samples // 2, 1)))
+    limit = args.max_concurrent or max(args.num_samples, 1)
+    asha = ASHAScheduler(time_attr="step", metric="probe_score", mode="max", max_t=max(cfg.optim.max_steps, 1),
+                         grace_period=rungs, reduction_factor=2)
+    return common.Phase("search", common._flatten(pretrain_trainable),
+                        {**space, "cfg": search_cfg.to_dict(), "phase": "search",
+                         **common.common_trial_config(args, root, list(PROBE_TASKS))},
+                        common.pretrain_resources(args), num_samples=args.num_samples,
+                        search_alg=ConcurrencyLimiter(searcher, max_concurrent=limit), scheduler=asha)
+
+
+def _mix(cfg: ExperimentConfig, name: str, **weights: float):
+    """A pair-input objective named ``name`` with the given weights (the other pair loss off)."""
+    base = {"mlm_weight": 0.0, "nsp_weight": 0.0, "sop_weight": 0.0}
+    return replace(common.variant_config(cfg, "full").objective, variant=name, **{**base, **weights})
+
+
+def best_mix(search_grid) -> dict[str, float] | None:
+    """The completed (full-budget) trial with the highest final probe score; ASHA-stopped trials are
+    excluded so that a trial cut short at a lucky rung cannot win."""
+    best, best_score = None, -math.inf
+    for r in search_grid:
+        m = r.metrics or {}
+        if r.error is None and m.get("final") and not m.get("failed") and m.get("probe_score", -math.inf) > best_score:
+            best, best_score = r.config, m["probe_score"]
+    if best is None:
+        return None
+    return {k: float(best[k]) for k in ("mlm_weight", "nsp_weight", "sop_weight", "mask_ratio") if k in best}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = common.build_parser("python sweeps/objective_weights.py", __doc__.split("\n\n")[0])
+    p.add_argument("--pair", choices=("nsp", "sop"), default="nsp", help="the pair objective searched beside MLM")
+    p.set_defaults(**DEFAULTS["cpu-small"])
+    known, _ = p.parse_known_args(argv)
+    p.set_defaults(**DEFAULTS.get(known.preset, DEFAULTS["cpu-small"]))
+    args = p.parse_args(argv)
+    common.configure_logging(args.quiet)
+    t0 = time.time()
+    try:
+        cfg = common.base_config(args)
+        root = common.experiment_root(args, "objective_weights")
+        from trainables.tasks import resolve_tasks
+
+        tasks = resolve_tasks(cfg.finetune.tasks)
+        print(f"sweep {args.name}: preset {args.preset}, corpus {cfg.data.corpus}, tasks {','.join(tasks)}; "
+              f"{args.num_samples} search trials, {args.seeds} pretraining x {args.finetune_seeds} fine-tuning seeds\n"
+              f"results: {root}   TensorBoard: tensorboard --logdir {root}", flush=True)
+        common.prepare_local_data(cfg, sorted(set(tasks) | set(PROBE_TASKS)))
+        common.init_ray(args)
+        progress = common.Progress(quiet=args.quiet)
+        search = common.run_phase(search_phase(cfg, args, root), root, args, progress) if args.num_samples else None
+        variants = [(name, common.variant_config(cfg, name)) for name in common.MEASURE_VARIANTS]
+        mix = best_mix(search) if search is not None else None
+        if mix:
+            print(f"best mix found: {mix}", flush=True)
+            variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", **mix))))
+        elif search is not None:
+            print("no search trial completed its full budget: best_mix is not measured", flush=True)
+        specs = common.measurement_specs(cfg, variants, args.seeds)
+        measure = common.run_phase(common.measure_phase(specs, args, root, list(PROBE_TASKS)), root, args, progress)
+        finetune = common.run_phase(common.finetune_phase(common.completed_measurements(measure), tasks, args),
+                                    root, args, progress)
+        export_dir = common.export(root, search, measure, finetune)
+    except (ConfigError, CorpusError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"\nexport: {export_dir}", flush=True)
+    report_dir = common.final_report(root)
+    print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
+          f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
