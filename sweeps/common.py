@@ -104,6 +104,7 @@ def init_ray(args: argparse.Namespace) -> None:
     import ray
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
@@ -164,7 +165,7 @@ class Progress:
     def __new__(cls, *a, **k):  # subclass tune.Callback lazily so this module imports without Ray
         from ray import tune
 
-        klass = type("Progress", (tune.Callback, _ProgressMixin), {})
+        klass = type("Progress", (_ProgressMixin, tune.Callback), {})  # our hooks before Callback's no-ops
         obj = tune.Callback.__new__(klass)
         obj.__init__(*a, **k)
         return obj
@@ -422,8 +423,11 @@ def final_report(root: str, out=sys.stdout) -> str | None:
 def configure_logging(quiet: bool) -> None:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(message)s",
                         datefmt="%H:%M:%S")
-    for noisy in ("ray", "transformers", "datasets", "filelock", "urllib3"):
+    for noisy in ("ray", "transformers", "datasets", "filelock", "urllib3", "optuna"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -227,6 +227,7 @@ class RunConfig:
     eval_batches: int = 8  # held-out batches for intrinsic metrics
     checkpoint_every: int = 0  # 0 = only at the end
     tensorboard: bool = True
+    init_checkpoint: str = ""  # continue from this HF BERT checkpoint (dir or hub name) and its tokenizer
 
     def __post_init__(self):
         _choice("run.precision", self.precision, ("auto", "fp32", "bf16"))

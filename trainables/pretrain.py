@@ -83,7 +83,8 @@ def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
     docs = load_documents(d.corpus, text_column=d.text_column, hub_split=d.hub_split, max_documents=d.max_documents)
     fingerprint = corpus_fingerprint(docs)
     cache = cache_root(d.cache_dir)
-    tokenizer, tok_key = build_tokenizer(docs, cfg.model.vocab_size, d.lowercase, tokenizer_dir=d.tokenizer_dir,
+    tokenizer_dir = d.tokenizer_dir or cfg.run.init_checkpoint  # continued pretraining keeps the model's vocabulary
+    tokenizer, tok_key = build_tokenizer(docs, cfg.model.vocab_size, d.lowercase, tokenizer_dir=tokenizer_dir,
                                          cache_dir=cache, fingerprint=fingerprint)
     sp = special_ids(tokenizer)
     corpus = tokenize_corpus(docs, tokenizer, tok_key, fingerprint=fingerprint, heldout_fraction=d.heldout_fraction,
@@ -115,6 +116,22 @@ def _drop_single_sentence_documents(corpus: TokenizedCorpus, name: str) -> Token
     if skipped:
         log.warning("corpus %s: skipped %d one-sentence documents (no sentence pair possible)", name, skipped)
     return dataclasses.replace(corpus, train=train, heldout=heldout)
+
+
+def _initial_model(cfg: ExperimentConfig, data: PretrainingData) -> BertForPreTraining:
+    """Seeded fresh weights, or an existing checkpoint for continued (domain-adaptive) pretraining."""
+    if not cfg.run.init_checkpoint:
+        return build_model(cfg.model, data.sp.vocab_size, data.sp.pad, cfg.run.seed)
+    try:
+        model = BertForPreTraining.from_pretrained(cfg.run.init_checkpoint)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"run.init_checkpoint={cfg.run.init_checkpoint!r} could not be loaded as a BERT "
+                          f"checkpoint: {str(e).splitlines()[0]}") from None
+    if model.config.vocab_size < data.sp.vocab_size or model.config.max_position_embeddings < cfg.data.seq_len:
+        raise ConfigError(f"run.init_checkpoint={cfg.run.init_checkpoint!r}: vocabulary {model.config.vocab_size} / "
+                          f"positions {model.config.max_position_embeddings} do not fit its tokenizer "
+                          f"({data.sp.vocab_size}) and data.seq_len={cfg.data.seq_len}")
+    return model
 
 
 def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):
@@ -280,7 +297,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
     out.mkdir(parents=True, exist_ok=True)
     data = build_pretraining_data(cfg)
-    model = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, cfg.run.seed).to(dev)
+    model = _initial_model(cfg, data).to(dev)
     opt, sched = build_optimizer(model, cfg)
     torch.manual_seed(cfg.run.seed)  # dropout draws from torch's generator; saved and restored on resume
     state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
