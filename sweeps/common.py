@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trainables.config import ConfigError, ExperimentConfig, PRESETS, build_config, objective_for_variant
+from trainables.data.corpus import CorpusError
 
 log = logging.getLogger("sweeps")
 
@@ -88,12 +89,13 @@ def experiment_root(args: argparse.Namespace, script: str) -> str:
     return f"{storage.rstrip('/')}/{args.name}"
 
 
-def prepare_local_data(cfg: ExperimentConfig, task_names: list[str]) -> None:
+def prepare_local_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True) -> None:
     """Fetch the built-in data and build the tokenizer/token caches once, before trials race for them."""
     from trainables.pretrain import build_pretraining_data
     from trainables.tasks import load_task
 
-    build_pretraining_data(cfg)
+    if corpus:
+        build_pretraining_data(cfg)
     for name in task_names:
         load_task(name, cfg.data.cache_dir or None)
 
@@ -224,7 +226,7 @@ class _ProgressMixin:
 
 # ------------------------------------------------------------------ phases
 
-def measurement_specs(cfg: ExperimentConfig, variants: list[tuple[str, ExperimentConfig]], seeds: int) -> list[dict]:
+def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int) -> list[dict]:
     """One spec per (variant, pretraining seed): same data order (data_seed) and initial weights (seed)."""
     specs = []
     for name, vcfg in variants:
@@ -286,6 +288,50 @@ def _flatten(trainable):
 
     run.__name__ = trainable.__name__
     return run
+
+
+def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: list[str], args, root: str,
+                         progress, probe_tasks: list[str] = ()):
+    """The measurement grid (variants x pretraining seeds) and its fine-tuning (x fine-tuning seeds)."""
+    specs = measurement_specs(variants, args.seeds)
+    measure = run_phase(measure_phase(specs, args, root, list(probe_tasks)), root, args, progress)
+    finetune = run_phase(finetune_phase(completed_measurements(measure), tasks, args), root, args, progress)
+    return measure, finetune
+
+
+def sweep_main(script: str, doc: str, run: Callable, argv: list[str] | None, *, defaults: dict[str, dict],
+               extra_args: Callable | None = None) -> int:
+    """The frame every sweep script shares: parse, validate, announce, prepare data, start Ray, run,
+    export, print the table. ``run(cfg, args, root, tasks, progress)`` returns the grids for ``export``."""
+    p = build_parser(f"python sweeps/{script}.py", doc.split("\n\n")[0])
+    if extra_args:
+        extra_args(p)
+    known, _ = p.parse_known_args(argv)
+    p.set_defaults(**defaults.get(known.preset, defaults["cpu-small"]))
+    args = p.parse_args(argv)
+    configure_logging(args.quiet)
+    t0 = time.time()
+    try:
+        cfg = base_config(args)
+        root = experiment_root(args, script)
+        from trainables.tasks import resolve_tasks
+
+        tasks = resolve_tasks(cfg.finetune.tasks)
+        print(f"sweep {args.name}: preset {args.preset}, corpus {cfg.data.corpus}, tasks {','.join(tasks)}; "
+              f"{args.num_samples} search trials, {args.seeds} pretraining x {args.finetune_seeds} fine-tuning seeds\n"
+              f"results: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
+        prepare_local_data(cfg, tasks)
+        init_ray(args)
+        grids = run(cfg, args, root, tasks, Progress(quiet=args.quiet))
+        export_dir = export(root, *grids)
+    except (ConfigError, CorpusError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"\nexport: {export_dir}", flush=True)
+    report_dir = final_report(root)
+    print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
+          f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
+    return 0
 
 
 # ------------------------------------------------------------------ export

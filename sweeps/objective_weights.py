@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
 from sweeps import common  # noqa: E402
-from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
-from trainables.data.corpus import CorpusError  # noqa: E402
+from trainables.config import ExperimentConfig  # noqa: E402
 
 # What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
 DEFAULTS = {
@@ -83,48 +81,26 @@ def best_mix(search_grid) -> dict[str, float] | None:
     return {k: float(best[k]) for k in ("mlm_weight", "nsp_weight", "sop_weight", "mask_ratio") if k in best}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = common.build_parser("python sweeps/objective_weights.py", __doc__.split("\n\n")[0])
-    p.add_argument("--pair", choices=("nsp", "sop"), default="nsp", help="the pair objective searched beside MLM")
-    p.set_defaults(**DEFAULTS["cpu-small"])
-    known, _ = p.parse_known_args(argv)
-    p.set_defaults(**DEFAULTS.get(known.preset, DEFAULTS["cpu-small"]))
-    args = p.parse_args(argv)
-    common.configure_logging(args.quiet)
-    t0 = time.time()
-    try:
-        cfg = common.base_config(args)
-        root = common.experiment_root(args, "objective_weights")
-        from trainables.tasks import resolve_tasks
+def run(cfg: ExperimentConfig, args, root: str, tasks: list[str], progress):
+    common.prepare_local_data(cfg, list(PROBE_TASKS), corpus=False)
+    search = common.run_phase(search_phase(cfg, args, root), root, args, progress) if args.num_samples else None
+    variants = [(name, common.variant_config(cfg, name)) for name in common.MEASURE_VARIANTS]
+    mix = best_mix(search) if search is not None else None
+    if mix:
+        print(f"best mix found: {mix}", flush=True)
+        variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", **mix))))
+    elif search is not None:
+        print("no search trial completed its full budget: best_mix is not measured", flush=True)
+    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress, list(PROBE_TASKS))
+    return search, measure, finetune
 
-        tasks = resolve_tasks(cfg.finetune.tasks)
-        print(f"sweep {args.name}: preset {args.preset}, corpus {cfg.data.corpus}, tasks {','.join(tasks)}; "
-              f"{args.num_samples} search trials, {args.seeds} pretraining x {args.finetune_seeds} fine-tuning seeds\n"
-              f"results: {root}   TensorBoard: tensorboard --logdir {root}", flush=True)
-        common.prepare_local_data(cfg, sorted(set(tasks) | set(PROBE_TASKS)))
-        common.init_ray(args)
-        progress = common.Progress(quiet=args.quiet)
-        search = common.run_phase(search_phase(cfg, args, root), root, args, progress) if args.num_samples else None
-        variants = [(name, common.variant_config(cfg, name)) for name in common.MEASURE_VARIANTS]
-        mix = best_mix(search) if search is not None else None
-        if mix:
-            print(f"best mix found: {mix}", flush=True)
-            variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", **mix))))
-        elif search is not None:
-            print("no search trial completed its full budget: best_mix is not measured", flush=True)
-        specs = common.measurement_specs(cfg, variants, args.seeds)
-        measure = common.run_phase(common.measure_phase(specs, args, root, list(PROBE_TASKS)), root, args, progress)
-        finetune = common.run_phase(common.finetune_phase(common.completed_measurements(measure), tasks, args),
-                                    root, args, progress)
-        export_dir = common.export(root, search, measure, finetune)
-    except (ConfigError, CorpusError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"\nexport: {export_dir}", flush=True)
-    report_dir = common.final_report(root)
-    print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
-          f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
-    return 0
+
+def _extra_args(p) -> None:
+    p.add_argument("--pair", choices=("nsp", "sop"), default="nsp", help="the pair objective searched beside MLM")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.sweep_main("objective_weights", __doc__, run, argv, defaults=DEFAULTS, extra_args=_extra_args)
 
 
 if __name__ == "__main__":

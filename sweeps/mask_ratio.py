@@ -1,0 +1,63 @@
+"""Mask ratio from 0.10 to 0.50 for MLM-only and MLM+NSP: intrinsic metrics and downstream scores.
+
+    python sweeps/mask_ratio.py                                  # 0.10 0.15 0.20 0.30 0.40 0.50, plus none
+    python sweeps/mask_ratio.py --preset smoke --ratios 0.15,0.4 --seeds 2
+
+Held-out MLM accuracy and perplexity are always measured at the fixed 15% evaluation mask, so runs
+trained at different ratios compare. Variants are labelled ``mlm_only@0.30`` etc.; ``none`` is the
+shared untrained baseline every label is compared with.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
+
+from sweeps import common  # noqa: E402
+from trainables.config import ConfigError  # noqa: E402
+
+DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=2, finetune_seeds=1)}
+MASKED_VARIANTS = ("mlm_only", "full")
+
+
+def parse_ratios(text: str) -> list[float]:
+    try:
+        ratios = sorted({float(r) for r in text.split(",") if r.strip()})
+    except ValueError:
+        raise ConfigError(f"--ratios {text!r} must be comma-separated numbers in (0, 1)") from None
+    if not ratios or any(not 0 < r < 1 for r in ratios):
+        raise ConfigError(f"--ratios {text!r} must be comma-separated numbers in (0, 1)")
+    return ratios
+
+
+def run(cfg, args, root, tasks, progress):
+    variants = [(f"{name}@{r:.2f}", common.variant_config(cfg, name, mask_ratio=r))
+                for name in MASKED_VARIANTS for r in parse_ratios(args.ratios)]
+    variants.append(("none", common.variant_config(cfg, "none")))
+    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress)
+    print(intrinsic_table(measure), flush=True)
+    return None, measure, finetune
+
+
+def intrinsic_table(measure_grid) -> str:
+    """Held-out metrics at the fixed 15% mask, mean over seeds, per variant and training mask ratio."""
+    import pandas as pd
+
+    rows = pd.DataFrame([common.run_row(r, "measure") for r in measure_grid])
+    rows = rows[rows["status"] == "completed"]
+    table = rows.groupby(["variant"])[["mask_ratio", "mlm_acc", "mlm_ppl", "pair_acc_nsp", "token_cosine"]].mean()
+    return "\nintrinsic metrics (held out, 15% evaluation mask; mean over seeds)\n" + table.to_string(float_format="%.3f")
+
+
+def _extra_args(p) -> None:
+    p.add_argument("--ratios", default="0.10,0.15,0.20,0.30,0.40,0.50", help="training mask ratios")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.sweep_main("mask_ratio", __doc__, run, argv, defaults=DEFAULTS, extra_args=_extra_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The measurement grid alone: named variants x pretraining seeds x fine-tuning seeds, then the report.
+
+    python sweeps/variants.py                                   # full, mlm_only, nsp_only, sop_only, mlm_sop, none
+    python sweeps/variants.py --preset smoke --variants full,mlm_only,none --seeds 3
+    python sweeps/variants.py --variants full,mlm_sop,none --set objective.mask_ratio=0.2
+
+Every variant of one comparison shares the preset's data order, initial weights (per seed), steps and
+schedule; only the loss differs. No search: every run is at full budget.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
+
+from sweeps import common  # noqa: E402
+from trainables.config import VARIANTS, ConfigError  # noqa: E402
+
+DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
+
+
+def parse_variants(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad or not names:
+        raise ConfigError(f"--variants {text!r}: unknown {bad or 'empty list'}; allowed: {', '.join(VARIANTS)}")
+    return names
+
+
+def run(cfg, args, root, tasks, progress):
+    variants = [(name, common.variant_config(cfg, name)) for name in parse_variants(args.variants)]
+    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress)
+    return None, measure, finetune
+
+
+def _extra_args(p) -> None:
+    p.add_argument("--variants", default="full,mlm_only,nsp_only,sop_only,mlm_sop,none",
+                   help=f"comma-separated, from: {', '.join(VARIANTS)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.sweep_main("variants", __doc__, run, argv, defaults=DEFAULTS, extra_args=_extra_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
