@@ -1,0 +1,229 @@
+"""Domain adaptation: continue MLM pretraining of a checkpoint on your corpus; the tasks before vs after.
+
+    python -m trainables.pretrain --preset cpu-small --variant full --out runs/base     # or any BERT checkpoint
+    python sweeps/domain_adapt.py --checkpoint runs/base --corpus my_corpus.txt        # cpu-small, offline tasks
+    python sweeps/domain_adapt.py --checkpoint runs/base --corpus notes/ --tasks sentiment,topic \\
+        --seeds 3 --finetune-seeds 2 --steps 2000 --lr 5e-5 --storage runs --name clinic
+    python sweeps/domain_adapt.py --checkpoint runs/base --corpus my.txt --name clinic --resume
+
+1. Measure: ``before`` is the checkpoint as it is (0 steps: the same weights and tokenizer, plus its
+   held-out MLM metrics on your corpus); ``domain_adapt`` continues pretraining it with MLM alone
+   (single-segment inputs, the checkpoint's tokenizer) on --corpus for --steps steps at --lr, over
+   --seeds pretraining seeds (masking and dropout differ; data order is the same).
+2. Fine-tune: each ``domain_adapt`` run on the tasks over --finetune-seeds seeds, and the base
+   checkpoint seeds x finetune-seeds times, so both sides carry their own fine-tuning noise.
+3. Report: export (Parquet), then per task before, after and after - before with multi-bootstrap
+   intervals (``analysis.domain``), and the held-out MLM metrics on the corpus.
+
+--checkpoint is a directory holding a Hugging Face BERT checkpoint with its tokenizer (what
+``trainables.pretrain`` and the sweeps write) or a hub name already in the local Hugging Face cache.
+For our own checkpoints the preset defaults to the one they were trained with. On a multi-node
+cluster the checkpoint and corpus paths must be readable on every node (a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
+
+from sweeps import common  # noqa: E402
+from trainables.config import PRESETS, ConfigError, ExperimentConfig, ModelConfig  # noqa: E402
+from trainables.data.corpus import CorpusError  # noqa: E402
+
+DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
+BEFORE, AFTER = "before", "domain_adapt"
+LR_FACTOR = 0.1  # default: continued pretraining at a tenth of the preset's peak learning rate
+
+
+# ------------------------------------------------------------------ the checkpoint
+
+def resolve_checkpoint(name: str) -> str:
+    """A local directory (absolute) or a hub name found in the local cache -> an absolute local path."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise ConfigError(f"--checkpoint {name!r} is not a directory; allowed: a checkpoint directory "
+                          "(python -m trainables.pretrain --out DIR) or a hub name in the local cache")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(name, allow_patterns=["*.json", "*.safetensors", "vocab.txt"])
+    except Exception as e:  # hub errors are many classes; the first line says which
+        raise ConfigError(f"--checkpoint {name!r} is neither a directory nor a hub model available here: "
+                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def checkpoint_model(path: str) -> ModelConfig:
+    """The encoder shape of a checkpoint (its config.json), so configs and run records describe it."""
+    from transformers import BertConfig
+
+    try:
+        c = BertConfig.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--checkpoint {path!r} has no readable BERT config.json: {str(e).splitlines()[0]}") from None
+    return ModelConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers,
+                       num_heads=c.num_attention_heads, intermediate_size=c.intermediate_size,
+                       max_position=c.max_position_embeddings, dropout=c.hidden_dropout_prob)
+
+
+def checkpoint_preset(path: str) -> str | None:
+    """The preset a checkpoint of ours was pretrained with (from its run.json), if any."""
+    run = Path(path) / "run.json"
+    try:
+        preset = json.loads(run.read_text())["config"]["preset"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return preset if preset in PRESETS else None
+
+
+# ------------------------------------------------------------------ configs and phases
+
+def adapt_config(cfg: ExperimentConfig, checkpoint: str, model: ModelConfig, lr: float,
+                 steps: int | None) -> ExperimentConfig:
+    """MLM alone on single segments (the checkpoint's tokenizer and weights), at ``lr`` for ``steps``."""
+    objective = replace(common.variant_config(cfg, "mlm_only").objective, variant=AFTER)
+    optim = replace(cfg.optim, lr=lr, max_steps=cfg.optim.max_steps if steps is None else steps)
+    if optim.max_steps < 1:
+        raise ConfigError(f"--steps={optim.max_steps} must be >= 1 (the 'before' run is the 0-step one)")
+    return cfg.replace(model=model, objective=objective, optim=optim,
+                       run=replace(cfg.run, init_checkpoint=checkpoint))
+
+
+def before_config(adapted: ExperimentConfig) -> ExperimentConfig:
+    """The same run with 0 steps: the checkpoint's weights rewritten, measured on the corpus's held-out part."""
+    return adapted.replace(optim=replace(adapted.optim, max_steps=0, phase2_steps=0))
+
+
+def default_lr(cfg: ExperimentConfig, args: argparse.Namespace) -> float:
+    if args.lr is not None:
+        if args.lr <= 0:
+            raise ConfigError(f"--lr={args.lr} must be > 0")
+        return args.lr
+    if any(o.replace(" ", "").startswith("optim.lr=") for o in args.overrides):
+        return cfg.optim.lr  # set explicitly with --set
+    return cfg.optim.lr * LR_FACTOR
+
+
+def finetune_phase(measured: list[dict], tasks: list[str], args) -> common.Phase:
+    """``common.finetune_phase``, with the base checkpoint fine-tuned seeds x finetune-seeds times."""
+    before = [m for m in measured if m["run_id"].startswith(f"{BEFORE}-")]
+    phase = common.finetune_phase([m for m in measured if m not in before], tasks, args)
+    if before:
+        more = argparse.Namespace(**{**vars(args), "finetune_seeds": args.seeds * args.finetune_seeds})
+        extra = common.finetune_phase(before, tasks, more).param_space["spec"]["grid_search"]
+        phase.param_space["spec"]["grid_search"] += extra
+    return phase
+
+
+def run(before: ExperimentConfig, adapted: ExperimentConfig, tasks: list[str], args, root: str, progress):
+    specs = common.measurement_specs([(BEFORE, before)], 1) + common.measurement_specs([(AFTER, adapted)], args.seeds)
+    measure = common.run_phase(common.measure_phase(specs, args, root, []), root, args, progress)
+    measured = common.completed_measurements(measure)
+    if not measured or not args.finetune_seeds:  # Tune cannot run an empty grid
+        print("no completed pretraining run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
+              flush=True)
+        return measure, None
+    return measure, common.run_phase(finetune_phase(measured, tasks, args), root, args, progress)
+
+
+# ------------------------------------------------------------------ report
+
+def domain_report(root: str, out=sys.stdout) -> str | None:
+    """The before/after table on the terminal; domain_adapt.csv and .txt beside the export."""
+    if "://" in root:
+        print(f"export: {root}/export (run analysis.domain on a local copy for the table)", file=out)
+        return None
+    import numpy as np
+
+    from analysis.domain import estimate_domain_shift, format_domain_table
+    from analysis.export import load_export
+
+    shift = estimate_domain_shift(load_export(f"{root}/export"), np.random.default_rng(0))
+    text = format_domain_table(shift)
+    print("\n" + text, file=out, flush=True)
+    report = Path(root) / "report"
+    report.mkdir(parents=True, exist_ok=True)
+    shift.to_frame().to_csv(report / "domain_adapt.csv", index=False)
+    (report / "domain_adapt.txt").write_text(text + "\n")
+    return str(report)
+
+
+# ------------------------------------------------------------------ command line
+
+def build_cli() -> argparse.ArgumentParser:
+    p = common.build_parser("python sweeps/domain_adapt.py", __doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", help="the BERT checkpoint to adapt: a directory (with its tokenizer) or a "
+                                        "cached hub name (required)")
+    p.add_argument("--lr", type=float, help=f"peak learning rate of the continued pretraining (default: "
+                                            f"{LR_FACTOR:g} x the preset's optim.lr, e.g. 1e-4 for cpu-small)")
+    p.add_argument("--steps", type=int, help="continued-pretraining steps, sets optim.max_steps (default: the preset's)")
+    for action in p._actions:  # argparse has no public way to edit an added argument's help
+        if action.dest == "preset":
+            action.help = (f"one of: {', '.join(PRESETS)} (default: the checkpoint's own preset when it has a "
+                           "run.json, else cpu-small)")
+        elif action.dest == "corpus":
+            action.help = ("your corpus (required): a .txt (blank-line separated documents), .jsonl, .parquet, "
+                           "a folder, or hub:NAME")
+        elif action.dest == "num_samples":
+            action.help = argparse.SUPPRESS  # no search in this sweep
+    p.set_defaults(preset=None)
+    return p
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, str]:
+    """Arguments with --checkpoint resolved and the preset's defaults applied; checks the required ones."""
+    p = build_cli()
+    known, _ = p.parse_known_args(argv)
+    for flag in ("checkpoint", "corpus"):
+        if not getattr(known, flag):
+            raise ConfigError(f"--{flag} is required (see python sweeps/domain_adapt.py --help)")
+    checkpoint = resolve_checkpoint(known.checkpoint)
+    preset = known.preset or checkpoint_preset(checkpoint) or "cpu-small"
+    p.set_defaults(preset=preset, **DEFAULTS.get(preset, DEFAULTS["cpu-small"]))
+    args = p.parse_args(argv)
+    corpus = Path(args.corpus).expanduser()
+    if corpus.exists():  # trials run in their own directories: relative paths would not resolve there
+        args.corpus = str(corpus.resolve())
+    return args, checkpoint
+
+
+def main(argv: list[str] | None = None) -> int:
+    t0 = time.time()
+    try:
+        args, checkpoint = parse_args(argv)
+        common.configure_logging(args.quiet)
+        cfg = common.base_config(args)
+        adapted = adapt_config(cfg, checkpoint, checkpoint_model(checkpoint), default_lr(cfg, args), args.steps)
+        root = common.experiment_root(args, "domain_adapt")
+        from trainables.tasks import resolve_tasks
+
+        tasks = resolve_tasks(cfg.finetune.tasks)
+        print(f"sweep {args.name}: {checkpoint} pretrained further on {adapted.data.corpus} with MLM for "
+              f"{adapted.optim.max_steps} steps at lr {adapted.optim.lr:g} (preset {args.preset}); tasks "
+              f"{','.join(tasks)}; {args.seeds} pretraining x {args.finetune_seeds} fine-tuning seeds (the base "
+              f"checkpoint: {args.seeds * args.finetune_seeds} fine-tunings)\n"
+              f"results: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
+        common.prepare_local_data(adapted, tasks)
+        common.init_ray(args)
+        progress = common.Progress(quiet=args.quiet)
+        measure, finetune = run(before_config(adapted), adapted, tasks, args, root, progress)
+        export_dir = common.export(root, None, measure, finetune)
+    except (ConfigError, CorpusError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"\nexport: {export_dir}", flush=True)
+    report_dir = domain_report(root)
+    print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
+          f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
