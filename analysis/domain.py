@@ -135,7 +135,8 @@ def _task_shifts(runs, evals, preds, variants, seeds, rng, n_boot, level) -> tup
         groups.setdefault(mode, []).append(m)
     for mode, ms in groups.items():
         if len(ms) >= 2:
-            out.append(TaskShift(f"average ({mode})", "mean of tasks", *multibootstrap(ms, CONTRASTS, rng, n_boot, level)))
+            ivs = multibootstrap(ms, CONTRASTS, rng, n_boot, level)
+            out.append(TaskShift(f"average ({mode})", "mean of tasks", *ivs))
     return tuple(out), messages
 
 
