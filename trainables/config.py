@@ -364,7 +364,7 @@ def _preset_cpu_small() -> ExperimentConfig:
                           max_position=128),
         data=DataConfig(seq_len=128),
         optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=800),
-        finetune=FinetuneConfig(epochs=2, lr=2e-4, batch_size=32, max_len=128, qa_max_len=128, qa_doc_stride=64,
+        finetune=FinetuneConfig(epochs=3, lr=5e-4, batch_size=32, max_len=128, qa_max_len=128, qa_doc_stride=64,
                                 max_train_examples=2000, max_eval_examples=1000, probe_max_train=2000),
         run=RunConfig(log_every=20, eval_every=200, eval_batches=8),
     )
