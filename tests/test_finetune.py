@@ -182,3 +182,13 @@ def test_cli_bad_task_file_is_one_line_error(tiny_checkpoint, tmp_path, capsys):
                "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "missing column" in err and str(bad) in err and "\n" not in err
+
+
+def test_cli_runs_a_benchmark_from_local_hub_schema_files(tiny_checkpoint, tmp_path):
+    out = tmp_path / "out"
+    rc = main(["--checkpoint", str(tiny_checkpoint), "--task-data", f"cola={FIXTURES / 'glue_mrpc'}", "--seeds", "1",
+               "--preset", "smoke", "--out", str(out)])
+    assert rc == 2  # MRPC columns are not CoLA's: the mapping fails loudly, not silently
+    rc = main(["--checkpoint", str(tiny_checkpoint), "--task-data", f"mnli={FIXTURES / 'glue_mnli'}", "--seeds", "1",
+               "--preset", "smoke", "--set", "run.device=cpu", "--out", str(out)])
+    assert rc == 0 and set(pq.read_table(out / "evals.parquet").column("task").to_pylist()) == {"mnli_m", "mnli_mm"}

@@ -27,6 +27,7 @@ regression, scored on dev.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -42,7 +43,7 @@ import torch
 
 from trainables.config import ExperimentConfig, FinetuneConfig
 from trainables.metrics import compute_metric
-from trainables.tasks import (TaskData, TaskError, TaskSpec, load_task, load_user_task, resolve_tasks, subsample,
+from trainables.tasks import (TaskData, TaskError, TaskSpec, load_hub_task, load_task, load_user_task, resolve_tasks, subsample,
                               task_registry, with_labels_from_train)
 
 log = logging.getLogger(__name__)
@@ -235,6 +236,19 @@ def collate(features: list[dict[str, Any]], pad_id: int, device: torch.device) -
 
 # ---------------------------------------------------------------- model, training, prediction
 
+@contextlib.contextmanager
+def _quiet_loading():
+    """from_pretrained warns that the pretraining heads are unused and the task head is new: expected here."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
+
+
 HEADS = {"single": "BertForSequenceClassification", "pair": "BertForSequenceClassification",
          "tagging": "BertForTokenClassification", "qa": "BertForQuestionAnswering"}
 
@@ -248,7 +262,7 @@ def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int):
     if spec.type != "qa":
         kwargs = dict(num_labels=len(spec.labels), id2label=dict(enumerate(spec.labels)),
                       label2id={lab: i for i, lab in enumerate(spec.labels)})
-    with torch.random.fork_rng(devices=[]):  # from_pretrained initialises new heads from the global RNG
+    with torch.random.fork_rng(devices=[]), _quiet_loading():  # new heads are drawn from the global RNG
         torch.manual_seed(seed)
         return cls.from_pretrained(str(checkpoint), **kwargs)
 
@@ -517,7 +531,8 @@ def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experimen
 def _load_encoder(ck: Checkpoint, device: torch.device):
     from transformers import AutoModel
 
-    return AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False).to(device)
+    with _quiet_loading():
+        return AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False).to(device)
 
 
 def run_probe(checkpoint_dir: str | Path, tasks: list[str], cfg: ExperimentConfig, seed: int = 0,
@@ -650,6 +665,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task-file", action="append", default=[], help="a user task file (CSV/JSONL/Parquet) or folder")
     p.add_argument("--task-type", action="append", default=[], help="single | pair | tagging | qa, per --task-file")
     p.add_argument("--task-name", action="append", default=[], help="name of each --task-file task (default: stem)")
+    p.add_argument("--task-data", action="append", default=[], metavar="NAME=DIR",
+                   help="run benchmark NAME from local files in the hub's schema (DIR holds train.*, validation.*, ...)")
     p.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cfg.run.device)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     p.add_argument("--list-tasks", action="store_true", help="print the task registry and exit")
@@ -662,7 +679,13 @@ def _user_tasks(args) -> list[TaskData]:
         raise TaskError(f"give one --task-type per --task-file ({len(args.task_file)} files, "
                         f"{len(args.task_type)} types)")
     names = args.task_name + [None] * (len(args.task_file) - len(args.task_name))
-    return [with_labels_from_train(load_user_task(f, t, n)) for f, t, n in zip(args.task_file, args.task_type, names)]
+    loaded = [load_user_task(f, t, n) for f, t, n in zip(args.task_file, args.task_type, names)]
+    for item in args.task_data:
+        name, sep, folder = item.partition("=")
+        if not sep:
+            raise TaskError(f"--task-data {item!r} is not of the form NAME=DIR")
+        loaded.append(load_hub_task(name.strip(), folder.strip()))
+    return [with_labels_from_train(d) for d in loaded]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -673,18 +696,15 @@ def main(argv: list[str] | None = None) -> int:
         _list_tasks(args.json)
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()  # the 'newly initialised head' notice is expected
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         if not args.checkpoint or not args.out:
             raise TaskError("--checkpoint and --out are required (or use --list-tasks)")
         cfg = build_config(args.preset, overrides=args.overrides)
-        spec = args.tasks if args.tasks is not None else ("" if args.task_file else cfg.finetune.tasks)
-        tasks = resolve_tasks(spec) if spec else []
+        spec = args.tasks if args.tasks is not None else ("" if args.task_file or args.task_data else cfg.finetune.tasks)
         user = _user_tasks(args)
+        tasks = [t for t in (resolve_tasks(spec) if spec else []) if t not in {d.spec.name for d in user}]
         t0 = time.perf_counter()
         result = run_finetuning(args.checkpoint, tasks, list(range(args.seeds)), cfg, run_id=args.run_id,
                                 mode="probe" if args.probe else "finetune", device=args.device, datasets=user,

@@ -195,8 +195,19 @@ def _squad_rows(ds: Any, spec: TaskSpec) -> list[dict]:
                          "answer_start": [int(s) for s in ex["answers"]["answer_start"]]}} for ex in ds]
 
 
+def _hub_columns(spec: TaskSpec) -> tuple[str, ...]:
+    kind, _, arg = spec.hub.row_fn.partition(":")
+    if kind == "glue":
+        return GLUE_COLUMNS[spec.hub.config] + ("label",)
+    return ("tokens", arg) if kind == "conll" else ("id", "context", "question", "answers")
+
+
 def _map_rows(ds: Any, spec: TaskSpec) -> list[dict]:
     kind, _, arg = spec.hub.row_fn.partition(":")
+    missing = [c for c in _hub_columns(spec) if c not in ds.column_names]
+    if missing:
+        raise TaskError(f"task {spec.name!r}: data lacks column(s) {missing}; its hub schema has "
+                        f"{list(_hub_columns(spec))}")
     if kind == "glue":
         return _glue_rows(ds, spec)
     if kind == "conll":
