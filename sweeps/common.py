@@ -66,7 +66,9 @@ def base_config(args: argparse.Namespace, variant: str = "full") -> ExperimentCo
     """Preset + --corpus + --tasks + --set, validated now (not hours later inside a trial)."""
     overrides = list(args.overrides)
     if args.corpus:
-        overrides.insert(0, f"data.corpus={args.corpus}")
+        # Trials run in their own directories: an existing relative path must be made absolute here.
+        corpus = str(Path(args.corpus).resolve()) if Path(args.corpus).exists() else args.corpus
+        overrides.insert(0, f"data.corpus={corpus}")
     if args.tasks:
         overrides.insert(0, f"finetune.tasks={args.tasks}")
     cfg = build_config(args.preset, variant, overrides)
@@ -152,7 +154,7 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: "Prog
 
 def _trial_name(trial) -> str:
     spec = trial.config.get("spec", {})
-    return spec.get("run_id") or f"search-{trial.trial_id}"
+    return spec.get("run_id_ft") or spec.get("run_id") or f"search-{trial.trial_id}"
 
 
 def _trial_dirname(trial) -> str:
@@ -246,7 +248,7 @@ def variant_config(cfg: ExperimentConfig, name: str, **objective_changes) -> Exp
 
 def pretrain_resources(args) -> dict[str, float]:
     if args.workers_per_trial > 1 or args.gpus_per_trial > 0:
-        return {"CPU": 0.01}  # the trial only drives a TorchTrainer, which requests its own workers
+        return {"CPU": 0, "memory": 2**28}  # the trial only drives a TorchTrainer, which requests its own workers
     return {"CPU": args.cpus_per_trial}
 
 
@@ -295,7 +297,12 @@ def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: li
     """The measurement grid (variants x pretraining seeds) and its fine-tuning (x fine-tuning seeds)."""
     specs = measurement_specs(variants, args.seeds)
     measure = run_phase(measure_phase(specs, args, root, list(probe_tasks)), root, args, progress)
-    finetune = run_phase(finetune_phase(completed_measurements(measure), tasks, args), root, args, progress)
+    measured = completed_measurements(measure)
+    if not measured or not args.finetune_seeds:
+        print("no completed measurement run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
+              flush=True)
+        return measure, None
+    finetune = run_phase(finetune_phase(measured, tasks, args), root, args, progress)
     return measure, finetune
 
 
@@ -349,7 +356,7 @@ RUN_COLUMNS = {
 
 def run_row(result, phase: str) -> dict[str, Any]:
     """One ``runs.parquet`` row from a Tune result of a pretraining trial."""
-    from trainables.tune_adapters import checkpoint_uri, trial_config
+    from trainables.tune_adapters import trial_config
 
     config = {**{k: v for k, v in result.config.items() if k != "spec"}, **result.config.get("spec", {})}
     cfg = trial_config(config)
@@ -375,9 +382,21 @@ def run_row(result, phase: str) -> dict[str, Any]:
         "pair_acc_nsp": float(m.get("eval/pair_acc_nsp", nan)), "pair_acc_sop": float(m.get("eval/pair_acc_sop", nan)),
         "cls_cosine": float(m.get("eval/cls_cosine", nan)), "token_cosine": float(m.get("eval/token_cosine", nan)),
         "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
-        "checkpoint": checkpoint_uri(result.checkpoint) if status == "completed" else "",
+        "checkpoint": _checkpoint_of(result) if status == "completed" else "",
         "config_json": cfg.to_json(),
     }
+
+
+def _checkpoint_of(result) -> str:
+    """The trial's last checkpoint as a URI; Ray Train trials pass theirs as ``checkpoint_path``
+    (TuneReportCallback), in the same storage filesystem as the trial."""
+    from trainables.tune_adapters import checkpoint_uri
+
+    if result.checkpoint is not None:
+        return checkpoint_uri(result.checkpoint)
+    path = (result.metrics or {}).get("checkpoint_path", "")
+    scheme = {"s3": "s3", "gcs": "gs"}.get(getattr(result.filesystem, "type_name", "local"), "")
+    return f"{scheme}://{path}" if path and scheme else path
 
 
 def finetune_tables(grid) -> tuple[list[pa.Table], list[pa.Table], int]:

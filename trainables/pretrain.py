@@ -408,7 +408,8 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
     key = hashlib.sha256(json.dumps({"model": none_cfg.to_dict()["model"], "data": none_cfg.to_dict()["data"],
                                      "seed": cfg.run.seed}, sort_keys=True).encode()).hexdigest()[:16]
     out = cache_root(cfg.data.cache_dir) / "none" / key
-    run_pretraining(none_cfg, out)
+    if _finished_result(out, none_cfg) is None:  # cached: skip loading the corpus again
+        run_pretraining(none_cfg, out)
     return out
 
 

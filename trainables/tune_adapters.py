@@ -96,34 +96,44 @@ def pretrain_trainable(config: dict[str, Any]) -> None:
     except NonFiniteLossError as e:
         tune.report({"failed": 1.0, "stop_reason": str(e)})
         return
-    if not report.final_sent:  # restored an already finished run: report its result once more
-        report({"step": result.steps, "tokens_seen": result.tokens_seen, "epoch": result.epochs, "final": 1,
-                "wall_time_s": result.wall_time_s, **result.metrics.as_dict()}, str(out_dir))
+    if not report.final_sent:
+        _report_finished(report, result, out_dir)
 
 
 def _train_worker(config: dict[str, Any]) -> None:
-    """Ray Train worker: the same core; torch.distributed is already set up by the TorchTrainer."""
+    """Ray Train worker: the same core; torch.distributed is already set up by the TorchTrainer.
+
+    Each attempt starts from a fresh local directory and Ray Train's last checkpoint (restored on every
+    rank, so all ranks resume from the same state)."""
     import ray.train
 
     from trainables.pretrain import NonFiniteLossError, run_pretraining
 
     cfg = trial_config(config)
-    ctx = ray.train.get_context()
+    rank = ray.train.get_context().get_world_rank()
     torch.set_num_threads(max(int(config.get("cpus_per_worker", 1)), 1))
-    out_dir = Path(tempfile.gettempdir()) / "bert-objectives-train" / config["run_id"] / f"rank{ctx.get_world_rank()}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(tempfile.mkdtemp(prefix=f"bert-objectives-{config['run_id']}-rank{rank}-"))
     ckpt = ray.train.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
             target = out_dir / "resume" if (Path(d) / "trainer_state.pt").exists() else out_dir
             shutil.copytree(d, target, dirs_exist_ok=True)
-    report = _make_report(cfg, list(config.get("probe_tasks", [])), ray.train.report, ray.train.Checkpoint,
-                          rank=ctx.get_world_rank())
+    report = _make_report(cfg, list(config.get("probe_tasks", [])), ray.train.report, ray.train.Checkpoint, rank=rank)
     device = None if torch.cuda.is_available() else "cpu"
     try:
-        run_pretraining(cfg, out_dir, report, device=device)
+        result = run_pretraining(cfg, out_dir, report, device=device)
     except NonFiniteLossError as e:
         ray.train.report({"failed": 1.0, "stop_reason": str(e)})
+        return
+    if not report.final_sent:
+        _report_finished(report, result, out_dir)
+    shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _report_finished(report, result, out_dir: Path) -> None:
+    """A restored, already finished run: report its result once more so the trial ends completed."""
+    report({"step": result.steps, "tokens_seen": result.tokens_seen, "epoch": result.epochs, "final": 1,
+            "wall_time_s": result.wall_time_s, **result.metrics.as_dict()}, str(out_dir))
 
 
 def _pretrain_with_ray_train(cfg: ExperimentConfig, config: dict[str, Any]) -> None:

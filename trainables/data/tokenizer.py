@@ -43,7 +43,8 @@ def corpus_fingerprint(docs: Iterable[Document]) -> str:
 
 def _wrap(tok: Tokenizer, lowercase: bool) -> PreTrainedTokenizerFast:
     return BertTokenizerFast(tokenizer_object=tok, do_lower_case=lowercase, unk_token="[UNK]", sep_token="[SEP]",
-                             pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
+                             pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]",
+                             model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
 def train_wordpiece(docs: list[Document], vocab_size: int, lowercase: bool = True) -> PreTrainedTokenizerFast:

@@ -1,0 +1,52 @@
+"""Sweep pieces without a Ray cluster: CLI validation, specs, the export row schema."""
+
+import pytest
+
+from sweeps import common
+from sweeps.mask_ratio import parse_ratios
+from sweeps.objective_weights import main as objective_weights_main
+from sweeps.variants import parse_variants
+from trainables.config import ConfigError, build_config
+
+
+def test_bad_cli_values_fail_fast_with_one_line(tmp_path, capsys):
+    rc = objective_weights_main(["--preset", "smoke", "--set", "objective.mask_ratio=1.5", "--storage", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "mask_ratio" in err and len(err.splitlines()) == 1
+    rc = objective_weights_main(["--preset", "smoke", "--set", "objective.typo=1", "--storage", str(tmp_path)])
+    assert rc == 2 and "objective.typo" in capsys.readouterr().err
+    rc = objective_weights_main(["--preset", "smoke", "--tasks", "mnli,nosuch", "--storage", str(tmp_path)])
+    assert rc == 2 and "nosuch" in capsys.readouterr().err
+    rc = objective_weights_main(["--preset", "smoke", "--resume", "--storage", str(tmp_path)])
+    assert rc == 2 and "--name" in capsys.readouterr().err
+
+
+def test_variant_and_ratio_lists_are_validated():
+    assert parse_variants("full, none") == ["full", "none"]
+    with pytest.raises(ConfigError, match="allowed: full"):
+        parse_variants("full,mlm")
+    assert parse_ratios("0.4,0.1") == [0.1, 0.4]
+    with pytest.raises(ConfigError, match="ratios"):
+        parse_ratios("0.1,1.5")
+
+
+def test_measurement_specs_share_data_order_and_seed_weights_across_variants():
+    cfg = build_config("smoke")
+    specs = common.measurement_specs([(v, common.variant_config(cfg, v)) for v in ("full", "none")], seeds=2)
+    assert [s["run_id"] for s in specs] == ["full-s0", "full-s1", "none-s0", "none-s1"]
+    by_id = {s["run_id"]: s["cfg"] for s in specs}
+    assert by_id["full-s1"]["run"]["seed"] == by_id["none-s1"]["run"]["seed"] == 1
+    assert by_id["full-s0"]["data"] == by_id["none-s1"]["data"]  # same documents, same order
+    assert by_id["full-s0"]["optim"] == by_id["none-s0"]["optim"]
+
+
+def test_variant_config_keeps_the_masking_recipe():
+    cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3"])
+    assert common.variant_config(cfg, "mlm_only").objective.mask_ratio == 0.3
+    assert common.variant_config(cfg, "nsp_only").objective.mlm_weight == 0
+
+
+def test_run_columns_match_the_analysis_contract():
+    from analysis.export import RUN_COLUMNS as analysis_runs  # noqa: F401 (the contract's own list)
+
+    assert set(analysis_runs) <= set(common.RUN_COLUMNS)
