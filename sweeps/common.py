@@ -334,8 +334,13 @@ def sweep_main(script: str, doc: str, run: Callable, argv: list[str] | None, *, 
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return finish(root, export_dir, t0, final_report)
+
+
+def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | None]) -> int:
+    """The last lines every sweep prints: where the export, the report and the TensorBoard logs are."""
     print(f"\nexport: {export_dir}", flush=True)
-    report_dir = final_report(root)
+    report_dir = report(root)
     print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
           f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
     return 0

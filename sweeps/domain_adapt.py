@@ -218,11 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"\nexport: {export_dir}", flush=True)
-    report_dir = domain_report(root)
-    print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
-          f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
-    return 0
+    return common.finish(root, export_dir, t0, domain_report)
 
 
 if __name__ == "__main__":
