@@ -21,6 +21,8 @@ the other objective. A missing variant yields a message naming what cannot be co
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +31,7 @@ import pandas as pd
 from analysis.bootstrap import Interval, Measurement, multibootstrap
 from analysis.export import Export
 from analysis.stats import example_stats
+from trainables.metrics import METRIC_RANGES
 
 VARIANT_ORDER = ("full", "mlm_only", "nsp_only", "sop_only", "mlm_sop", "best_mix", "custom",
                  "domain_adapt", "none")
@@ -78,6 +81,17 @@ class Contributions:
 def _sort_variants(names) -> tuple[str, ...]:
     rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
     return tuple(sorted(set(names), key=lambda v: (rank.get(v, len(rank) - 1), v)))
+
+
+def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
+    """Keep interval ends inside what the metric can take: a mean within its range, a difference
+    within +-(range width). The t-rescaled interval can otherwise overshoot with 3 seeds."""
+    lo, hi = span
+    out = []
+    for i, iv in enumerate(intervals):
+        a, b = (lo, hi) if i < n_variants else (lo - hi, hi - lo)
+        out.append(dataclasses.replace(iv, lo=float(np.clip(iv.lo, a, b)), hi=float(np.clip(iv.hi, a, b))))
+    return out
 
 
 def contrast_definitions(variants: tuple[str, ...]) -> tuple[list[ContrastDef], list[str]]:
@@ -225,15 +239,20 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     groups: dict[str, list[Measurement]] = {"finetune": [], "probe": []}
     results: dict[str, list[Interval]] = {}
     labels: dict[str, str] = {}
+    ranges: dict[str, list[tuple[float, float]]] = {}
     for (task, mode), metric in metrics.items():
         m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds)
         label = _task_label(task, mode)
-        results[label], labels[label] = multibootstrap([m], rows, rng, n_boot, level), metric
+        results[label], labels[label] = _clip(multibootstrap([m], rows, rng, n_boot, level), len(variants),
+                                              METRIC_RANGES.get(metric, (-np.inf, np.inf))), metric
         groups.setdefault(mode, []).append(m)
+        ranges.setdefault(mode, []).append(METRIC_RANGES.get(metric, (-np.inf, np.inf)))
     for mode, ms in groups.items():
         if len(ms) >= 2:
             label = f"average ({mode})"
-            results[label], labels[label] = multibootstrap(ms, rows, rng, n_boot, level), "mean of tasks"
+            span = (min(r[0] for r in ranges[mode]), max(r[1] for r in ranges[mode]))
+            results[label], labels[label] = _clip(multibootstrap(ms, rows, rng, n_boot, level), len(variants),
+                                                  span), "mean of tasks"
     tasks = tuple(results)
     means = {(t, v): results[t][i] for t in tasks for i, v in enumerate(variants)}
     flags, collapsed, worse = _flags(done, means, tasks, variants)

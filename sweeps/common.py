@@ -217,7 +217,7 @@ class _ProgressMixin:
             self._line(f"{trial} finished")
         else:
             c["stopped"] += 1
-            self._line(f"{trial} stopped early by ASHA at step {last.get('step', '?')}")
+            self._line(f"{trial} stopped early by ASHA at step {int(last.get('step', 0))}")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         c = self._c()

@@ -86,12 +86,16 @@ def run(cfg: ExperimentConfig, args, root: str, tasks: list[str], progress):
     search = common.run_phase(search_phase(cfg, args, root), root, args, progress) if args.num_samples else None
     variants = [(name, common.variant_config(cfg, name)) for name in common.MEASURE_VARIANTS]
     mix = best_mix(search) if search is not None else None
-    if mix:
+    full = common.variant_config(cfg, "full").objective
+    if mix and all(abs(getattr(full, k) - v) < 1e-9 for k, v in mix.items()):
+        print(f"best mix found: {mix}, which is BERT's own mix (= full): not measured twice", flush=True)
+    elif mix:
         print(f"best mix found: {mix}", flush=True)
         variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", **mix))))
     elif search is not None:
         print("no search trial completed its full budget: best_mix is not measured", flush=True)
-    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress, list(PROBE_TASKS))
+    # Measurement runs are scored by fine-tuning; probing them at every evaluation would cost the budget.
+    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress)
     return search, measure, finetune
 
 
