@@ -146,9 +146,6 @@ def test_token_auth_cluster_scales_and_refuses_a_wrong_token():
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not SWEEP.exists(),
-                    reason="sweeps/objective_weights.py does not exist yet; "
-                           "remove this skip when the sweep lands")
 def test_smoke_sweep_runs_on_autoscaled_workers(tmp_path):
     storage, name = tmp_path / "shared-storage", "smoke-autoscale"
     env = {**os.environ, **TEST_ENV, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -156,7 +153,8 @@ def test_smoke_sweep_runs_on_autoscaled_workers(tmp_path):
         started = time.time()
         command = [sys.executable, str(SWEEP), "--preset", "smoke",
                    "--address", cluster.address, "--storage", str(storage), "--name", name,
-                   "--cpus-per-trial", "1", "--gpus-per-trial", "0", "--max-concurrent", "2"]
+                   "--cpus-per-trial", "1", "--gpus-per-trial", "0", "--max-concurrent", "2",
+                   "--num-samples", "2", "--seeds", "1", "--tasks", "sentiment,pos"]
         run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
                              timeout=840)
         workers = local.worker_nodes(cluster.address)
