@@ -33,15 +33,8 @@ def _describe(args: argparse.Namespace) -> None:
     if args.corpus == "builtin":
         stats = builtin.describe_builtin(args.cache_dir)
     else:
-        docs = load_documents(args.corpus)
-        per: dict[str, dict[str, int]] = {}
-        for d in docs:
-            s = per.setdefault(d.source, {"documents": 0, "sentences": 0, "words": 0})
-            s["documents"] += 1
-            s["sentences"] += len(d.sentences)
-            s["words"] += sum(len(x.split()) for x in d.sentences)
-        stats = {"corpus": args.corpus, **{k: sum(s[k] for s in per.values()) for k in ("documents", "sentences", "words")},
-                 "decontaminated_sentences_removed": None, "sources": per}
+        stats = {"corpus": args.corpus, **builtin.corpus_stats(load_documents(args.corpus)),
+                 "decontaminated_sentences_removed": None}
     if args.json:
         print(json.dumps(stats, sort_keys=True))
         return
