@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from ray import tune
 
 from trainables.config import ConfigError, ExperimentConfig, PRESETS, build_config, objective_for_variant
 from trainables.data.corpus import CorpusError
@@ -130,7 +131,6 @@ class Phase:
 
 def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: "Progress"):
     """Run (or, with --resume, restore and finish) one Tune experiment at ``<root>/<phase.name>``."""
-    from ray import tune
 
     trainable = tune.with_resources(phase.trainable, phase.resources)
     path = f"{root}/{phase.name}"
@@ -163,19 +163,9 @@ def _trial_dirname(trial) -> str:
 
 # ------------------------------------------------------------------ progress
 
-class Progress:
+class Progress(tune.Callback):
     """A Tune callback printing one line per event: trials running, finished, stopped, failed."""
 
-    def __new__(cls, *a, **k):  # subclass tune.Callback lazily so this module imports without Ray
-        from ray import tune
-
-        klass = type("Progress", (_ProgressMixin, tune.Callback), {})  # our hooks before Callback's no-ops
-        obj = tune.Callback.__new__(klass)
-        obj.__init__(*a, **k)
-        return obj
-
-
-class _ProgressMixin:
     def __init__(self, quiet: bool = False, out=sys.stdout):
         self.quiet, self.out, self.phase = quiet, out, ""
         self.counts: dict[str, dict[str, int]] = {}
@@ -258,7 +248,6 @@ def common_trial_config(args, root: str, probe_tasks: list[str]) -> dict[str, An
 
 
 def measure_phase(specs: list[dict], args, root: str, probe_tasks: list[str]) -> Phase:
-    from ray import tune
 
     from trainables.tune_adapters import pretrain_trainable
 
@@ -269,7 +258,6 @@ def measure_phase(specs: list[dict], args, root: str, probe_tasks: list[str]) ->
 
 def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
     """Each completed measurement run x fine-tuning seed, as Ray trials (they spread over a cluster)."""
-    from ray import tune
 
     from trainables.tune_adapters import finetune_trainable
 
@@ -449,7 +437,6 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
 
 def export_from_experiment(root: str) -> str:
     """Rebuild ``export/`` from the experiment directories alone (no trial is run)."""
-    from ray import tune
 
     from trainables.tune_adapters import finetune_trainable, pretrain_trainable
 

@@ -43,6 +43,7 @@ import torch
 
 from trainables.config import ExperimentConfig, FinetuneConfig
 from trainables.metrics import compute_metric
+from trainables.runtime import autocast, build_adamw, resolve_device
 from trainables.tasks import (TaskData, TaskError, TaskSpec, load_hub_task, load_task, load_user_task, resolve_tasks, subsample,
                               task_registry, with_labels_from_train)
 
@@ -268,20 +269,8 @@ def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int):
 
 
 def build_optimizer(model: torch.nn.Module, ft: FinetuneConfig, total_steps: int):
-    from transformers import get_linear_schedule_with_warmup
-
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": ft.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=ft.lr)
-    sched = get_linear_schedule_with_warmup(opt, int(ft.warmup_frac * total_steps), total_steps)
-    return opt, sched
-
-
-def _autocast(device: torch.device, precision: str):
-    use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+    return build_adamw(model, lr=ft.lr, weight_decay=ft.weight_decay, warmup_steps=int(ft.warmup_frac * total_steps),
+                       total_steps=total_steps)
 
 
 def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generator, device: torch.device,
@@ -298,7 +287,7 @@ def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generato
         while step < total:
             for idx in bucket_batches(enc.lengths(), ft.batch_size, rng):
                 batch = collate([enc.inputs[i] for i in idx], pad_id, device)
-                with _autocast(device, precision):
+                with autocast(device, precision):
                     loss = model(**batch).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -321,7 +310,7 @@ def predict_logits(model, enc: Encoded, batch_size: int, device: torch.device, p
     for idx in bucket_batches(enc.lengths(), batch_size, None):
         feats = [{k: enc.inputs[i][k] for k in model_keys} for i in idx]
         batch = collate(feats, pad_id, device)
-        with _autocast(device, precision):
+        with autocast(device, precision):
             res = model(**batch)
         if hasattr(res, "start_logits"):
             starts, ends = res.start_logits.float().cpu().numpy(), res.end_logits.float().cpu().numpy()
@@ -544,7 +533,7 @@ def run_probe(checkpoint_dir: str | Path, tasks: list[str], cfg: ExperimentConfi
     if split == "test":
         log.warning("run_probe on test: use it for reporting only, never to rank or select")
     ck = Checkpoint.load(checkpoint_dir)
-    device = resolve_device(None, cfg)
+    device = _device(None, cfg)
     encoder = _load_encoder(ck, device)
     scores = {}
     for task in tasks:
@@ -557,11 +546,8 @@ def run_probe(checkpoint_dir: str | Path, tasks: list[str], cfg: ExperimentConfi
 
 # ---------------------------------------------------------------- the main API
 
-def resolve_device(device: str | torch.device | None, cfg: ExperimentConfig) -> torch.device:
-    name = str(device) if device is not None else cfg.run.device
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
+def _device(device: str | torch.device | None, cfg: ExperimentConfig) -> torch.device:
+    return resolve_device(device if device is not None else cfg.run.device)
 
 
 def _load_all(tasks: list[str], task_files: list[tuple[str, str]], cfg: ExperimentConfig) -> list[TaskData]:
@@ -593,7 +579,7 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
         raise TaskError(f"mode={mode!r} is not valid; allowed: {', '.join(MODES)}")
     path = _checkpoint_path(checkpoint, cfg)
     run_id = run_id or ("none" if str(checkpoint) == "none" else path.name)
-    ck, dev = Checkpoint.load(path), resolve_device(device, cfg)
+    ck, dev = Checkpoint.load(path), _device(device, cfg)
     all_data = _load_all(list(tasks), list(task_files), cfg) + list(datasets or [])
     encoder = _load_encoder(ck, dev) if mode == "probe" else None
     result, done, total = FinetuneResult(), 0, len(all_data) * len(seeds)

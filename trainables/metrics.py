@@ -103,14 +103,19 @@ def mcc(predictions: list[str], golds: list[str]) -> float:
     return 0.0 if denom == 0 else float(cov_yp / denom)
 
 
-def _json_list(text: str, what: str) -> list:
+def _json_value(text: str, what: str, kind: type):
+    """``text`` parsed as JSON, which must be a ``kind`` (list or str); a one-line MetricError otherwise."""
     try:
         value = json.loads(text)
     except (TypeError, json.JSONDecodeError):
-        raise MetricError(f"{what} {text!r:.60} is not JSON") from None
-    if not isinstance(value, list):
-        raise MetricError(f"{what} {text!r:.60} is not a JSON list")
+        value = None
+    if not isinstance(value, kind):
+        raise MetricError(f"{what} {text!r:.60} is not a JSON {'list' if kind is list else 'string'}")
     return value
+
+
+def _json_list(text: str, what: str) -> list:
+    return _json_value(text, what, list)
 
 
 def _tag_lists(predictions: list[str], golds: list[str]) -> tuple[list[list[str]], list[list[str]]]:
@@ -165,12 +170,7 @@ def _qa_pairs(predictions: list[str], golds: list[str]) -> list[tuple[str, list[
     _check(predictions, golds)
     pairs = []
     for p, g in zip(predictions, golds):
-        try:
-            pred = json.loads(p)
-        except (TypeError, json.JSONDecodeError):
-            raise MetricError(f"QA prediction {p!r:.60} is not a JSON string") from None
-        if not isinstance(pred, str):
-            raise MetricError(f"QA prediction {p!r:.60} is not a JSON string")
+        pred = _json_value(p, "QA prediction", str)
         answers = [str(a) for a in _json_list(g, "QA gold")]
         if not answers:
             raise MetricError(f"QA gold {g!r:.60} has no answers")

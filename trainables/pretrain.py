@@ -30,10 +30,10 @@ from typing import Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
-from transformers import BertForPreTraining, get_linear_schedule_with_warmup
+from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
-from trainables.config import ConfigError, ExperimentConfig, build_config, from_dict
+from trainables.config import ConfigError, ExperimentConfig, build_config, from_dict, objective_for_variant
 from trainables.data.corpus import CorpusError, load_documents
 from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, special_ids, tokenize_corpus
 from trainables.data.masking import mask_batch, step_generator, unmasked
@@ -41,6 +41,8 @@ from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_finger
 from trainables.intrinsic import EvalSets, IntrinsicMetrics, build_eval_sets, evaluate_intrinsic
 from trainables.model import SparsePretrainer, build_model, count_parameters
 from trainables.objectives import total_loss
+from trainables.runtime import autocast as build_autocast
+from trainables.runtime import build_adamw, resolve_device
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -135,23 +137,9 @@ def _initial_model(cfg: ExperimentConfig, data: PretrainingData) -> BertForPreTr
 
 
 def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):
-    """AdamW without weight decay on biases and LayerNorm; linear warmup then linear decay to 0."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
     o = cfg.optim
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, fused=True)  # one kernel, CPU and CUDA
-    sched = get_linear_schedule_with_warmup(opt, int(o.warmup_frac * o.max_steps), max(o.max_steps, 1))
-    return opt, sched
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"run.device={name!r} but CUDA is not available here; allowed: auto, cpu")
-    return torch.device(name)
+    return build_adamw(model, lr=o.lr, weight_decay=o.weight_decay, warmup_steps=int(o.warmup_frac * o.max_steps),
+                       total_steps=o.max_steps, betas=(o.beta1, o.beta2), eps=o.eps)
 
 
 def code_version() -> str:
@@ -311,8 +299,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
             module, find_unused_parameters=not (module.need_mlm and module.need_pair))
     if cfg.model.compile:
         module = torch.compile(module)
-    bf16 = cfg.run.precision == "bf16" or (cfg.run.precision == "auto" and dev.type == "cuda")
-    autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if bf16 else _no_autocast
+    autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     report = report or (lambda metrics, checkpoint_dir=None: None)
     tb = _tensorboard(out, cfg, rank, tensorboard_dir)
     model.train()
@@ -359,10 +346,6 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     return result
 
 
-def _no_autocast():
-    return torch.autocast("cpu", enabled=False)
-
-
 def _log_scalars(tb, metrics: dict, step: int) -> None:
     if tb is None:
         return
@@ -402,9 +385,7 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
     """The untrained baseline for ``cfg`` (seeded initial weights + tokenizer), cached by config."""
     import hashlib
 
-    base = build_config(cfg.preset if cfg.preset in ("smoke", "cpu-small", "bert-mini", "bert-small", "bert-base")
-                        else "cpu-small", "none")
-    none_cfg = cfg.replace(objective=base.objective)
+    none_cfg = cfg.replace(objective=objective_for_variant("none"))
     key = hashlib.sha256(json.dumps({"model": none_cfg.to_dict()["model"], "data": none_cfg.to_dict()["data"],
                                      "seed": cfg.run.seed}, sort_keys=True).encode()).hexdigest()[:16]
     out = cache_root(cfg.data.cache_dir) / "none" / key
