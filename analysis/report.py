@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
-from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
+from analysis.contributions import Contributions, estimate_contributions
 from analysis.export import load_export
 from analysis.search import SearchSummary, summarize_search
 

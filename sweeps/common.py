@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
-import math
 import os
 import sys
 import time
@@ -28,7 +26,7 @@ import pyarrow.parquet as pq
 from ray import tune
 
 from trainables.config import ConfigError, ExperimentConfig, PRESETS, build_config, objective_for_variant
-from trainables.data.corpus import CorpusError
+from trainables.data.text import CorpusError
 
 log = logging.getLogger("sweeps")
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x
 
 from sweeps import common  # noqa: E402
 from trainables.config import PRESETS, ConfigError, ExperimentConfig, ModelConfig  # noqa: E402
-from trainables.data.corpus import CorpusError  # noqa: E402
+from trainables.data.text import CorpusError  # noqa: E402
 
 DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
 BEFORE, AFTER = "before", "domain_adapt"

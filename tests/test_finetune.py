@@ -1,7 +1,6 @@
 """Heads, batching, span decoding, the probe, records and the CLI, on a tiny checkpoint and fixtures."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -11,7 +10,7 @@ from trainables.config import build_config
 from trainables.finetune import (FinetuneResult, best_span, bucket_batches, collate, decode_qa, encode_qa,
                                  encode_tagging, main, run_finetuning, run_probe)
 from trainables.metrics import METRIC_RANGES, compute_metric
-from trainables.tasks import TaskData, load_hub_task, load_user_task
+from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
 
 EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "primary", "n_examples", "wall_time_s"]

@@ -34,7 +34,8 @@ from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
 from trainables.config import ConfigError, ExperimentConfig, build_config, from_dict, objective_for_variant
-from trainables.data.corpus import CorpusError, load_documents
+from trainables.data.sources import load_documents
+from trainables.data.text import CorpusError
 from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, special_ids, tokenize_corpus
 from trainables.data.masking import mask_batch, step_generator, unmasked
 from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_fingerprint

@@ -1,6 +1,5 @@
 """The notebook executes on a fixture export and reproduces the report's files."""
 
-import os
 from pathlib import Path
 
 import nbformat

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from trainables.data import builtin, fetch, parsers
-from trainables.data.corpus import Document
+from trainables.data.text import Document
 
 CATS = ("business", "entertainment", "politics", "sports", "tech")
 

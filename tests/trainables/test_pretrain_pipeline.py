@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from trainables.config import build_config
-from trainables.data.corpus import load_documents
+from trainables.data.sources import load_documents
 from trainables.pretrain import build_pretraining_data, run_pretraining
 
 

@@ -14,7 +14,8 @@ import sys
 import time
 
 from trainables.data import builtin
-from trainables.data.corpus import CorpusError, load_documents
+from trainables.data.sources import load_documents
+from trainables.data.text import CorpusError
 from trainables.data.fetch import FetchError, manual_commands
 
 

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, NamedTuple
 import numpy as np
 
 from trainables.data import parsers
-from trainables.data.corpus import Document, split_sentences
+from trainables.data.text import Document, split_sentences
 from trainables.data.fetch import PACKAGES, FetchError, bad_files, fetch_package, sha256_file
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from trainables.data.corpus import CorpusError, Document
+from trainables.data.text import CorpusError, Document
 
 log = logging.getLogger(__name__)
 

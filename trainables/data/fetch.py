@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
-from trainables.data.corpus import CorpusError
+from trainables.data.text import CorpusError
 
 log = logging.getLogger(__name__)
 

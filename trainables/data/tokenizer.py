@@ -16,7 +16,7 @@ from typing import Iterable
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
-from trainables.data.corpus import CorpusError, Document
+from trainables.data.text import CorpusError, Document
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,5 @@
-"""Pretraining text sources -> documents of sentences.
+"""Pretraining text sources -> documents of sentences: the dispatcher behind ``data.corpus``.
 
-A ``Document`` is one unit whose sentences are consecutive (NSP/SOP pairs are built inside it).
 Sources: ``builtin`` (the real offline corpus of ``trainables.data.builtin``), ``synthetic`` (for
 unit tests), a local path (``.txt`` with blank-line-separated documents, ``.jsonl``/``.parquet``
 with a text column, or a folder of such files), and ``hub:NAME[:CONFIG]`` (Hugging Face datasets,
@@ -14,60 +13,12 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Iterable, NamedTuple
 
 import numpy as np
 
+from trainables.data.text import CorpusError, Document, documents_from_texts
+
 log = logging.getLogger(__name__)
-
-
-class CorpusError(ValueError):
-    """The corpus cannot be used; the message is one line saying which input and why."""
-
-
-class Document(NamedTuple):
-    doc_id: str
-    source: str
-    sentences: list[str]
-
-
-# A deliberately simple, dependency-free splitter: end punctuation (optionally followed by closing
-# quotes/brackets), then whitespace, then an upper-case letter, digit or opening quote. Common
-# abbreviations are protected so "Mr. Smith" and "U.S. officials" stay in one sentence.
-_ABBREV = r"(?:Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|vs|etc|Inc|Ltd|Co|Corp|Gov|Gen|Rep|Sen|No|Mt|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|U\.S|U\.K|e\.g|i\.e)"
-_BOUNDARY = re.compile(r"([.!?]+[\"'\u201d\u2019)\]]*)\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
-_ABBREV_END = re.compile(_ABBREV + r"\.$")
-_INITIAL_END = re.compile(r"(?:^|\s)[A-Z]\.$")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split running text into sentences; whitespace is normalised, empty pieces dropped."""
-    text = re.sub(r"\s+", " ", text).strip()
-    if not text:
-        return []
-    pieces, start = [], 0
-    for m in _BOUNDARY.finditer(text):
-        candidate = text[start:m.end(1)]
-        if _ABBREV_END.search(candidate) or _INITIAL_END.search(candidate):
-            continue
-        pieces.append(candidate.strip())
-        start = m.end()
-    pieces.append(text[start:].strip())
-    return [p for p in pieces if p]
-
-
-def documents_from_texts(texts: Iterable[str], source: str, *, paragraphs_as_sentences: bool = False) -> list[Document]:
-    """Each text becomes one document; sentences come from the splitter (per paragraph line)."""
-    docs = []
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            continue
-        sentences = []
-        for para in re.split(r"\n\s*\n|\n", text) if paragraphs_as_sentences else [text]:
-            sentences.extend(split_sentences(para))
-        if sentences:
-            docs.append(Document(f"{source}:{i}", source, sentences))
-    return docs
 
 
 def _read_utf8(path: Path) -> str:
