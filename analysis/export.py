@@ -1,9 +1,10 @@
 """Reading a sweep export (runs / evals / predictions Parquet) and checking it against the schema.
 
-The schema is the contract between sweeps and analysis (see the project notes): one row per
+The schema is ``trainables.schema``, the one definition the sweeps write with: one row per
 pretraining run, one per (run, task, fine-tuning seed, metric), one per predicted test example.
 ``predictions.parquet`` may be absent (estimates then fall back to the stored eval values, with
-intervals over pretraining seeds only).
+intervals over pretraining seeds only). A file whose schema version is newer than this code's is
+refused with one line; older versions are read.
 """
 
 from __future__ import annotations
@@ -12,23 +13,28 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
+import pyarrow.parquet as pq
 
-RUN_COLUMNS = ("run_id", "phase", "variant", "mlm_weight", "nsp_weight", "sop_weight", "mask_ratio",
-               "pretrain_seed", "status", "collapsed", "probe_score")
-EVAL_COLUMNS = ("run_id", "task", "finetune_seed", "mode", "metric", "value", "primary")
-PREDICTION_COLUMNS = ("run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold")
-PHASES = ("search", "measure")
-STATUSES = ("completed", "stopped_early", "failed")
+from trainables import schema
 
 
 class ExportError(ValueError):
-    """An export that does not follow the schema (missing file or column, unknown value)."""
+    """An export that does not follow the schema (missing file or column, unknown value, newer version)."""
 
 
 class Export(NamedTuple):
     runs: pd.DataFrame
     evals: pd.DataFrame
     predictions: pd.DataFrame  # empty (with the schema's columns) when the file is absent
+
+    @property
+    def objectives(self) -> tuple[str, ...]:
+        """The objectives with a weight column in runs (``<name>_weight``)."""
+        return schema.objectives_in(self.runs.columns)
+
+
+def required_columns(table: str) -> tuple[str, ...]:
+    return tuple(c.name for c in schema.columns(table) if c.required)
 
 
 def _check_columns(df: pd.DataFrame, required: tuple[str, ...], name: str) -> None:
@@ -39,10 +45,12 @@ def _check_columns(df: pd.DataFrame, required: tuple[str, ...], name: str) -> No
 
 def check_export(export: Export) -> Export:
     """Raise ExportError on a schema violation; return the export with normalised dtypes."""
-    _check_columns(export.runs, RUN_COLUMNS, "runs.parquet")
-    _check_columns(export.evals, EVAL_COLUMNS, "evals.parquet")
-    _check_columns(export.predictions, PREDICTION_COLUMNS, "predictions.parquet")
-    for col, allowed in (("phase", PHASES), ("status", STATUSES)):
+    _check_columns(export.runs, required_columns("runs"), "runs.parquet")
+    if not export.objectives:
+        raise ExportError("runs.parquet has no <objective>_weight column; at least one is required")
+    _check_columns(export.evals, required_columns("evals"), "evals.parquet")
+    _check_columns(export.predictions, required_columns("predictions"), "predictions.parquet")
+    for col, allowed in (("phase", schema.PHASES), ("status", schema.STATUSES)):
         bad = sorted(set(export.runs[col]) - set(allowed))
         if bad:
             raise ExportError(f"runs.parquet column {col!r} has {bad}; allowed: {list(allowed)}")
@@ -51,18 +59,30 @@ def check_export(export: Export) -> Export:
     return Export(runs, evals, export.predictions)
 
 
+def _read(path: Path) -> pd.DataFrame:
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several classes for a damaged file
+        raise ExportError(f"{path} is not a readable Parquet file: {str(err).splitlines()[0]}") from None
+    try:
+        schema.check_version(schema.version_of(table.schema.metadata), str(path))
+    except schema.SchemaError as err:
+        raise ExportError(str(err)) from None
+    return table.to_pandas()
+
+
 def load_export(export_dir: str | Path) -> Export:
     """The three tables of an export directory, checked against the schema."""
     root = Path(export_dir)
     if not root.is_dir():
         raise ExportError(f"export directory {str(root)!r} does not exist")
     tables = {}
-    for name in ("runs", "evals", "predictions"):
+    for name in schema.TABLES:
         path = root / f"{name}.parquet"
         if path.exists():
-            tables[name] = pd.read_parquet(path)
+            tables[name] = _read(path)
         elif name == "predictions":
-            tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in PREDICTION_COLUMNS})
+            tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in required_columns(name)})
         else:
             raise ExportError(f"{path} is missing; an export holds runs.parquet and evals.parquet "
                               "(and predictions.parquet)")

@@ -25,12 +25,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from ray import tune
 
+from trainables import schema
 from trainables.config import ConfigError, ExperimentConfig, PRESETS, build_config, objective_for_variant
 from trainables.data.text import CorpusError
 
 log = logging.getLogger("sweeps")
 
 MEASURE_VARIANTS = ("full", "mlm_only", "nsp_only", "none")
+WEIGHT_OBJECTIVES = ("mlm", "nsp", "sop")
 
 
 # ------------------------------------------------------------------ command line
@@ -334,17 +336,6 @@ def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | 
 
 # ------------------------------------------------------------------ export
 
-RUN_COLUMNS = {
-    "run_id": pa.string(), "phase": pa.string(), "variant": pa.string(), "mlm_weight": pa.float64(),
-    "nsp_weight": pa.float64(), "sop_weight": pa.float64(), "mask_ratio": pa.float64(), "input_format": pa.string(),
-    "pretrain_seed": pa.int64(), "status": pa.string(), "stop_reason": pa.string(), "steps": pa.int64(),
-    "tokens_seen": pa.int64(), "epochs": pa.float64(), "wall_time_s": pa.float64(), "mlm_acc": pa.float64(),
-    "mlm_ppl": pa.float64(), "pair_acc_nsp": pa.float64(), "pair_acc_sop": pa.float64(), "cls_cosine": pa.float64(),
-    "token_cosine": pa.float64(), "collapsed": pa.bool_(), "probe_score": pa.float64(), "checkpoint": pa.string(),
-    "config_json": pa.string(),
-}
-
-
 def run_row(result, phase: str) -> dict[str, Any]:
     """One ``runs.parquet`` row from a Tune result of a pretraining trial."""
     from trainables.tune_adapters import trial_config
@@ -419,16 +410,18 @@ def write_table(table: pa.Table, root: str, name: str) -> str:
 
 
 def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -> str:
+    from trainables.pretrain import code_version
+
+    version = code_version()
     rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]
-    runs = pa.Table.from_pylist(rows, schema=pa.schema(RUN_COLUMNS))
+    runs = schema.build_table("runs", rows, WEIGHT_OBJECTIVES, version)
     evals, preds, failed = finetune_tables(finetune_grid or [])
     if failed:
         log.warning("%d fine-tuning trials failed; their rows are missing from evals.parquet", failed)
-    from trainables.finetune import FinetuneResult
-
-    empty_evals, empty_preds = FinetuneResult().to_tables()
-    write_table(pa.concat_tables(evals) if evals else empty_evals, root, "evals")
-    write_table(pa.concat_tables(preds) if preds else empty_preds, root, "predictions")
+    for name, parts in (("evals", evals), ("predictions", preds)):
+        empty = schema.build_table(name, [], code_version=version)
+        table = pa.concat_tables([t.cast(empty.schema) for t in parts]) if parts else empty
+        write_table(table.replace_schema_metadata(empty.schema.metadata), root, name)
     write_table(runs, root, "runs")
     return f"{root}/export"
 

@@ -44,6 +44,7 @@ import torch
 from trainables.config import ExperimentConfig, FinetuneConfig
 from trainables.metrics import compute_metric
 from trainables.runtime import autocast, build_adamw, resolve_device
+from trainables.schema import EvalRecord, PredictionRecord, build_table
 from trainables.tasks import (TaskData, TaskError, TaskSpec, load_hub_task, load_task, load_user_task, resolve_tasks, subsample,
                               task_registry, with_labels_from_train)
 
@@ -55,53 +56,15 @@ QA_TOP_N = 20  # start/end candidates considered per window when decoding spans
 
 # ---------------------------------------------------------------- records
 
-class EvalRecord(NamedTuple):
-    run_id: str
-    task: str
-    finetune_seed: int
-    mode: str
-    metric: str
-    value: float
-    primary: bool
-    n_examples: int
-    wall_time_s: float
-
-
-class PredictionRecord(NamedTuple):
-    run_id: str
-    task: str
-    finetune_seed: int
-    mode: str
-    example_id: str
-    prediction: str
-    gold: str
-
-
-def _schema(record: type, types: dict[str, Any]):
-    import pyarrow as pa
-
-    return pa.schema([(name, types[name]) for name in record._fields])
-
-
 @dataclass
 class FinetuneResult:
     evals: list[EvalRecord] = field(default_factory=list)
     predictions: list[PredictionRecord] = field(default_factory=list)
 
-    def to_tables(self):
-        """(evals, predictions) as pyarrow Tables in the export schema."""
-        import pyarrow as pa
-
-        types = {"run_id": pa.string(), "task": pa.string(), "finetune_seed": pa.int64(), "mode": pa.string(),
-                 "metric": pa.string(), "value": pa.float64(), "primary": pa.bool_(), "n_examples": pa.int64(),
-                 "wall_time_s": pa.float64(), "example_id": pa.string(), "prediction": pa.string(),
-                 "gold": pa.string()}
-        tables = []
-        for record, rows in ((EvalRecord, self.evals), (PredictionRecord, self.predictions)):
-            schema = _schema(record, types)
-            cols = {name: [getattr(r, name) for r in rows] for name in record._fields}
-            tables.append(pa.Table.from_pydict(cols, schema=schema))
-        return tables[0], tables[1]
+    def to_tables(self, code_version: str = ""):
+        """(evals, predictions) as pyarrow Tables in the export schema (``trainables.schema``)."""
+        return (build_table("evals", self.evals, code_version=code_version),
+                build_table("predictions", self.predictions, code_version=code_version))
 
     def extend(self, other: "FinetuneResult") -> None:
         self.evals.extend(other.evals)

@@ -46,7 +46,19 @@ def test_variant_config_keeps_the_masking_recipe():
     assert common.variant_config(cfg, "nsp_only").objective.mlm_weight == 0
 
 
-def test_run_columns_match_the_analysis_contract():
-    from analysis.export import RUN_COLUMNS as analysis_runs  # noqa: F401 (the contract's own list)
+def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
+    """The sweep's export and the analysis share trainables.schema: an empty export written by the
+    sweep code opens in the analysis, with the schema and code versions in every file."""
+    import pyarrow.parquet as pq
 
-    assert set(analysis_runs) <= set(common.RUN_COLUMNS)
+    from analysis.export import load_export
+    from trainables import schema
+
+    root = str(tmp_path / "exp")
+    common.export(root)
+    for name in schema.TABLES:
+        meta = pq.read_schema(tmp_path / "exp" / "export" / f"{name}.parquet").metadata
+        assert schema.version_of(meta) == schema.SCHEMA_VERSION and meta[schema.META_CODE]
+    export = load_export(tmp_path / "exp" / "export")
+    assert set(export.objectives) == set(common.WEIGHT_OBJECTIVES)
+    assert list(export.runs.columns) == [c.name for c in schema.columns("runs", common.WEIGHT_OBJECTIVES)]

@@ -1,0 +1,172 @@
+"""The export schema: the one definition of runs / evals / predictions, with Arrow types and meanings.
+
+The sweeps write these tables (``<storage>/<name>/export/*.parquet``) and ``trainables.finetune``
+writes evals and predictions; ``analysis`` reads them. All of them build and check the tables here:
+
+    runs.parquet         one row per pretraining run (search trials and measurement runs)
+    evals.parquet        one row per (run, task, fine-tuning seed, mode, metric)
+    predictions.parquet  one row per predicted test example (string predictions, as metrics take them)
+
+Every file carries its schema version and the code version in the Parquet metadata
+(``bert_objectives.schema_version``, ``bert_objectives.code_version``). The loss-weight columns of
+``runs`` are one per registered objective (``<name>_weight``), so the schema of a runs table is built
+from the objective names it is given. ``data_dictionary()`` renders every column's meaning as Markdown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+META_SCHEMA = b"bert_objectives.schema_version"
+META_CODE = b"bert_objectives.code_version"
+META_TABLE = b"bert_objectives.table"
+TABLES = ("runs", "evals", "predictions")
+PHASES = ("search", "measure")
+STATUSES = ("completed", "stopped_early", "failed")
+
+
+class SchemaError(ValueError):
+    """A table that does not follow the export schema (missing column, unknown value, newer version)."""
+
+
+class Column(NamedTuple):
+    name: str
+    type: pa.DataType
+    doc: str
+    required: bool = True  # the analysis needs it; optional columns may be absent from older exports
+
+
+def weight_column(objective: str) -> Column:
+    return Column(f"{objective}_weight", pa.float64(), f"loss weight of the {objective!r} objective (0 = off)")
+
+
+RUN_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), "the run's name: VARIANT-sSEED for measurement runs, search-TRIAL for search trials"),
+    Column("phase", pa.string(), f"which phase ran it: {' | '.join(PHASES)}"),
+    Column("variant", pa.string(), "named variant (a set of loss weights and an input format), or custom/best_mix"),
+    # <objective>_weight columns go here (weight_column), one per registered objective
+    Column("mask_ratio", pa.float64(), "share of maskable tokens masked in training"),
+    Column("input_format", pa.string(), "pretraining input: single segments or sentence pairs", False),
+    Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights and masking"),
+    Column("status", pa.string(), f"{' | '.join(STATUSES)}"),
+    Column("stop_reason", pa.string(), "why a run did not complete (ASHA rung, NaN loss, error); empty if completed",
+           False),
+    Column("steps", pa.int64(), "optimizer steps trained", False),
+    Column("tokens_seen", pa.int64(), "real (non-padding) tokens trained on", False),
+    Column("epochs", pa.float64(), "passes over the pretraining corpus", False),
+    Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
+    Column("mlm_acc", pa.float64(), "held-out MLM accuracy at the fixed 15% evaluation mask", False),
+    Column("mlm_ppl", pa.float64(), "held-out MLM perplexity at the fixed 15% evaluation mask", False),
+    Column("pair_acc_nsp", pa.float64(), "held-out NSP accuracy of the pair head (chance 0.5)", False),
+    Column("pair_acc_sop", pa.float64(), "held-out SOP accuracy of the pair head (chance 0.5)", False),
+    Column("cls_cosine", pa.float64(), "mean pairwise cosine of held-out [CLS] vectors (1.0 = collapsed)", False),
+    Column("token_cosine", pa.float64(), "mean pairwise cosine of held-out token vectors (1.0 = collapsed)", False),
+    Column("collapsed", pa.bool_(), "the collapse diagnostic fired (token or [CLS] vectors near-identical)"),
+    Column("probe_score", pa.float64(), "mean linear-probe dev score of the probe tasks (search trials)"),
+    Column("checkpoint", pa.string(), "where the final checkpoint is (local path or s3:// / gs:// URI)", False),
+    Column("config_json", pa.string(), "the run's whole configuration as JSON", False),
+)
+EVAL_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), "the pretraining run (runs.run_id) whose checkpoint was fine-tuned"),
+    Column("task", pa.string(), "downstream task as reported (MNLI: mnli_m and mnli_mm)"),
+    Column("finetune_seed", pa.int64(), "fine-tuning seed (head initialisation, training subset, order)"),
+    Column("mode", pa.string(), "finetune (full fine-tuning) | probe (frozen encoder, logistic regression)"),
+    Column("metric", pa.string(), "metric name (trainables.metrics)"),
+    Column("value", pa.float64(), "the metric on the test split"),
+    Column("primary", pa.bool_(), "this metric is the task's headline metric"),
+    Column("n_examples", pa.int64(), "test examples scored", False),
+    Column("wall_time_s", pa.float64(), "fine-tuning and scoring time in seconds", False),
+)
+PREDICTION_COLUMNS: tuple[Column, ...] = (
+    Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
+    Column("task", pa.string(), "downstream task as reported"),
+    Column("finetune_seed", pa.int64(), "fine-tuning seed"),
+    Column("mode", pa.string(), "finetune | probe"),
+    Column("example_id", pa.string(), "the test example's id in its task"),
+    Column("prediction", pa.string(), "the prediction: a label, a JSON list of tags, or a JSON string answer"),
+    Column("gold", pa.string(), "the gold answer in the same encoding (QA: a JSON list of answers)"),
+)
+
+
+class EvalRecord(NamedTuple):
+    """One evals.parquet row."""
+
+    run_id: str
+    task: str
+    finetune_seed: int
+    mode: str
+    metric: str
+    value: float
+    primary: bool
+    n_examples: int
+    wall_time_s: float
+
+
+class PredictionRecord(NamedTuple):
+    """One predictions.parquet row."""
+
+    run_id: str
+    task: str
+    finetune_seed: int
+    mode: str
+    example_id: str
+    prediction: str
+    gold: str
+
+
+def columns(table: str, objectives: Sequence[str] = ()) -> tuple[Column, ...]:
+    """The columns of ``table``; for runs, one weight column per objective, after ``variant``."""
+    if table == "runs":
+        at = [c.name for c in RUN_COLUMNS].index("variant") + 1
+        return RUN_COLUMNS[:at] + tuple(weight_column(o) for o in objectives) + RUN_COLUMNS[at:]
+    if table == "evals":
+        return EVAL_COLUMNS
+    if table == "predictions":
+        return PREDICTION_COLUMNS
+    raise SchemaError(f"unknown table {table!r}; allowed: {', '.join(TABLES)}")
+
+
+def arrow_schema(table: str, objectives: Sequence[str] = (), code_version: str = "") -> pa.Schema:
+    """The Arrow schema of ``table``, with the schema and code versions in its metadata."""
+    meta = {META_SCHEMA: str(SCHEMA_VERSION).encode(), META_CODE: code_version.encode(), META_TABLE: table.encode()}
+    return pa.schema([(c.name, c.type) for c in columns(table, objectives)], metadata=meta)
+
+
+def build_table(table: str, rows: Iterable[dict[str, Any] | tuple], objectives: Sequence[str] = (),
+                code_version: str = "") -> pa.Table:
+    """``rows`` (dicts, or records in column order) as an Arrow table in the schema of ``table``."""
+    schema = arrow_schema(table, objectives, code_version)
+    rows = list(rows)
+    if rows and not isinstance(rows[0], dict):
+        rows = [dict(zip(schema.names, r)) for r in rows]
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def version_of(metadata: dict[bytes, bytes] | None) -> int:
+    """The schema version recorded in a file's metadata; files written before versioning count as 1."""
+    raw = (metadata or {}).get(META_SCHEMA)
+    return int(raw) if raw else 1
+
+
+def check_version(version: int, what: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"{what} has export schema version {version}, newer than this code's {SCHEMA_VERSION}; "
+                          "update bert-objectives to read it")
+
+
+def objectives_in(names: Iterable[str]) -> tuple[str, ...]:
+    """Objective names of the ``<name>_weight`` columns among ``names`` (a runs table's columns)."""
+    return tuple(n[:-len("_weight")] for n in names if n.endswith("_weight"))
+
+
+def data_dictionary(objectives: Sequence[str] = ("mlm", "nsp", "sop")) -> str:
+    """Every column of the three tables with its type and meaning, as Markdown."""
+    out = [f"# Export data dictionary (schema version {SCHEMA_VERSION})", ""]
+    for table in TABLES:
+        out += [f"## {table}.parquet", "", "| column | type | meaning |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns(table, objectives)]
+        out.append("")
+    return "\n".join(out)
