@@ -131,7 +131,7 @@ def contrast_definitions(variants: tuple[str, ...]) -> tuple[list[ContrastDef], 
 
 
 def _primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], list[str]]:
-    prim = evals[evals["primary"]]
+    prim = evals[evals["is_primary"]]
     out, messages = {}, []
     for (task, mode), grp in prim.groupby(["task", "mode"], sort=True):
         names = grp["metric"].value_counts()

@@ -4,7 +4,7 @@ The schema is ``trainables.schema``, the one definition the sweeps write with: o
 pretraining run, one per (run, task, fine-tuning seed, metric), one per predicted test example.
 ``predictions.parquet`` may be absent (estimates then fall back to the stored eval values, with
 intervals over pretraining seeds only). A file whose schema version is newer than this code's is
-refused with one line; older versions are read.
+refused with one line; older versions are read (renamed columns are renamed on reading).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def check_export(export: Export) -> Export:
         if bad:
             raise ExportError(f"runs.parquet column {col!r} has {bad}; allowed: {list(allowed)}")
     runs = export.runs.assign(collapsed=export.runs["collapsed"].fillna(False).astype(bool))
-    evals = export.evals.assign(primary=export.evals["primary"].fillna(False).astype(bool))
+    evals = export.evals.assign(is_primary=export.evals["is_primary"].fillna(False).astype(bool))
     return Export(runs, evals, export.predictions)
 
 
@@ -64,11 +64,12 @@ def _read(path: Path) -> pd.DataFrame:
         table = pq.read_table(path)
     except Exception as err:  # pyarrow raises several classes for a damaged file
         raise ExportError(f"{path} is not a readable Parquet file: {str(err).splitlines()[0]}") from None
+    version = schema.version_of(table.schema.metadata)
     try:
-        schema.check_version(schema.version_of(table.schema.metadata), str(path))
+        schema.check_version(version, str(path))
     except schema.SchemaError as err:
         raise ExportError(str(err)) from None
-    return table.to_pandas()
+    return table.to_pandas().rename(columns=schema.upgrade_columns(table.column_names, version))
 
 
 def load_export(export_dir: str | Path) -> Export:

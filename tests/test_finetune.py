@@ -13,7 +13,7 @@ from trainables.metrics import METRIC_RANGES, compute_metric
 from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
 
-EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "primary", "n_examples", "wall_time_s"]
+EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s", "source_task", "positive_label"]
 PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold"]
 
 
@@ -93,14 +93,14 @@ def test_best_span_respects_max_answer_length_and_context():
 def _check_tables(result: FinetuneResult):
     evals, preds = result.to_tables()
     assert evals.column_names == EVAL_COLUMNS and preds.column_names == PRED_COLUMNS
-    assert str(evals.schema.field("finetune_seed").type) == "int64" and str(evals.schema.field("primary").type) == "bool"
+    assert str(evals.schema.field("finetune_seed").type) == "int64" and str(evals.schema.field("is_primary").type) == "bool"
     ev, pr = evals.to_pandas(), preds.to_pandas()
     for _, r in ev.iterrows():
         lo, hi = METRIC_RANGES[r.metric]
         assert lo <= r.value <= hi
     for (task, seed, mode), group in pr.groupby(["task", "finetune_seed", "mode"]):
         rows = ev[(ev.task == task) & (ev.finetune_seed == seed) & (ev["mode"] == mode)]
-        assert rows.primary.sum() == 1 and (rows.n_examples == len(group)).all()
+        assert rows.is_primary.sum() == 1 and (rows.n_examples == len(group)).all()
         for _, r in rows.iterrows():  # the stored predictions recompute every metric
             kwargs = {"positive": "equivalent"} if task == "mrpc" and r.metric == "f1" else {}
             assert compute_metric(r.metric, list(group.prediction), list(group.gold), **kwargs) == pytest.approx(r.value)

@@ -39,3 +39,15 @@ def test_data_dictionary_lists_every_column():
     for name in schema.TABLES:
         assert all(f"`{c.name}`" in text for c in schema.columns(name, ("mlm", "rtd")))
     assert "`rtd_weight`" in text
+
+
+def test_an_export_from_before_the_rename_still_reads(tmp_path):
+    """Schema 1 named the headline-metric flag ``primary`` (an SQL keyword); it is read as is_primary."""
+    import pandas as pd
+
+    _write(tmp_path)
+    old = pd.DataFrame([dict(run_id="full-s0", task="sentiment", finetune_seed=0, mode="finetune",
+                             metric="accuracy", value=0.7, primary=True)])
+    old.to_parquet(tmp_path / "evals.parquet")  # no version metadata, as schema 1 files were written
+    evals = load_export(tmp_path).evals
+    assert "primary" not in evals.columns and evals["is_primary"].tolist() == [True]

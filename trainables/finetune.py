@@ -376,8 +376,8 @@ class Checkpoint:
 def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, rows: list[dict],
              preds: list[str], golds: list[str], wall: float) -> FinetuneResult:
     values = score(spec, preds, golds)
-    evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall)
-             for m, v in values.items()]
+    evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall,
+                        spec.name, spec.positive or "") for m, v in values.items()]
     predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g)
                    for r, p, g in zip(rows, preds, golds)]
     return FinetuneResult(evals, predictions)

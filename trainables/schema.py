@@ -19,7 +19,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: evals.primary -> is_primary (an SQL keyword), source_task, positive_label
 META_SCHEMA = b"bert_objectives.schema_version"
 META_CODE = b"bert_objectives.code_version"
 META_TABLE = b"bert_objectives.table"
@@ -76,9 +76,12 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("mode", pa.string(), "finetune (full fine-tuning) | probe (frozen encoder, logistic regression)"),
     Column("metric", pa.string(), "metric name (trainables.metrics)"),
     Column("value", pa.float64(), "the metric on the test split"),
-    Column("primary", pa.bool_(), "this metric is the task's headline metric"),
+    Column("is_primary", pa.bool_(), "this metric is the task's headline metric"),
     Column("n_examples", pa.int64(), "test examples scored", False),
     Column("wall_time_s", pa.float64(), "fine-tuning and scoring time in seconds", False),
+    Column("source_task", pa.string(), "the registered task this row comes from (mnli for mnli_m and mnli_mm): "
+           "tasks sharing it count once in averages", False),
+    Column("positive_label", pa.string(), "positive class of binary F1 ('' when the task has none)", False),
 )
 PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
@@ -100,9 +103,11 @@ class EvalRecord(NamedTuple):
     mode: str
     metric: str
     value: float
-    primary: bool
+    is_primary: bool
     n_examples: int
     wall_time_s: float
+    source_task: str = ""
+    positive_label: str = ""
 
 
 class PredictionRecord(NamedTuple):
@@ -143,6 +148,19 @@ def build_table(table: str, rows: Iterable[dict[str, Any] | tuple], objectives: 
     if rows and not isinstance(rows[0], dict):
         rows = [dict(zip(schema.names, r)) for r in rows]
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+# Renames between schema versions, applied when an older file is read: {version: {old: new}}.
+RENAMED: dict[int, dict[str, str]] = {2: {"primary": "is_primary"}}
+
+
+def upgrade_columns(names: Sequence[str], version: int) -> dict[str, str]:
+    """Old column name -> current name for a table written with schema ``version``."""
+    out: dict[str, str] = {}
+    for v in sorted(RENAMED):
+        if version < v:
+            out.update({old: new for old, new in RENAMED[v].items() if old in names})
+    return out
 
 
 def version_of(metadata: dict[bytes, bytes] | None) -> int:

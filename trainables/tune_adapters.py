@@ -183,7 +183,7 @@ def finetune_trainable(config: dict[str, Any]) -> None:
                                 mode=config.get("mode", "finetune"), report=progress)
         out = Path(tmp) / "rows"
         write_tables(result, out)
-        primary = [e.value for e in result.evals if e.primary and math.isfinite(e.value)]
+        primary = [e.value for e in result.evals if e.is_primary and math.isfinite(e.value)]
         tune.report({"mean_primary": sum(primary) / max(len(primary), 1), "n_evals": float(len(result.evals)),
                      "final": 1.0}, checkpoint=tune.Checkpoint.from_directory(str(out)))
 

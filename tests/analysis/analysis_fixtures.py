@@ -44,10 +44,10 @@ def write_export(root: Path, means: dict[str, float], tasks=("sst", "topic"), se
             for task in tasks:
                 for fs in finetune_seeds:
                     evals.append(dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune",
-                                      metric="accuracy", value=k / n_examples, primary=True,
+                                      metric="accuracy", value=k / n_examples, is_primary=True,
                                       n_examples=n_examples, wall_time_s=1.0))
                     evals.append(dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune",
-                                      metric="macro_f1", value=0.0, primary=False,
+                                      metric="macro_f1", value=0.0, is_primary=False,
                                       n_examples=n_examples, wall_time_s=1.0))
                     gold = np.array(["a", "b"] * (n_examples // 2))
                     pred = np.where(np.arange(n_examples) < k, gold, np.where(gold == "a", "b", "a"))

@@ -16,7 +16,7 @@ def _rows(run_id, task, fs, acc):
     gold = np.array(["a", "b"] * (N // 2))
     pred = np.where(np.arange(N) < k, gold, np.where(gold == "a", "b", "a"))
     ev = dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", metric="accuracy", value=k / N,
-              primary=True, n_examples=N, wall_time_s=1.0)
+              is_primary=True, n_examples=N, wall_time_s=1.0)
     preds = [dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", example_id=f"{task}-{j}",
                   prediction=str(p), gold=str(g)) for j, (p, g) in enumerate(zip(pred, gold))]
     return ev, preds

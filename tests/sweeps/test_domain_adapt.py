@@ -96,7 +96,7 @@ def test_domain_adapt_sweep_end_to_end(smoke_checkpoint, tmp_path):
     cfg = json.loads(runs.loc["domain_adapt", "config_json"])
     assert cfg["run"]["init_checkpoint"] == str(smoke_checkpoint.resolve()) and cfg["data"]["corpus"] == str(corpus.resolve())
     evals = pd.read_parquet(export / "evals.parquet")
-    primary = evals[evals["primary"] & (evals["task"] == "sentiment")]
+    primary = evals[evals["is_primary"] & (evals["task"] == "sentiment")]
     assert set(primary["run_id"]) == set(runs["run_id"])
     _same_weights(Path(runs.loc["before", "checkpoint"]), smoke_checkpoint)  # 'before' is the base model
     header = next(line for line in out.splitlines() if line.startswith("task"))
