@@ -410,7 +410,7 @@ def write_table(table: pa.Table, root: str, name: str) -> str:
 
 
 def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -> str:
-    from trainables.pretrain import code_version
+    from trainables.checkpoint import code_version
 
     version = code_version()
     rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]

@@ -20,8 +20,6 @@ import json
 import logging
 import math
 import os
-import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -33,13 +31,15 @@ import torch.distributed as dist
 from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
-from trainables.config import ConfigError, ExperimentConfig, build_config, from_dict, objective_for_variant
+from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
+                                   write_checkpoint)
+from trainables.config import ConfigError, ExperimentConfig, RunConfig, build_config, objective_for_variant
 from trainables.data.sources import load_documents
 from trainables.data.text import CorpusError
 from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, special_ids, tokenize_corpus
 from trainables.data.masking import mask_batch, step_generator, unmasked
 from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_fingerprint
-from trainables.intrinsic import EvalSets, IntrinsicMetrics, build_eval_sets, evaluate_intrinsic
+from trainables.intrinsic import EvalSets, build_eval_sets, evaluate_intrinsic
 from trainables.model import SparsePretrainer, build_model, count_parameters
 from trainables.objectives import total_loss
 from trainables.runtime import autocast as build_autocast
@@ -63,16 +63,6 @@ class PretrainingData:
     fingerprint: str  # corpus content
     batchers: list[Batcher]  # phase 1, and phase 2 at the longer length when configured
     eval_sets: EvalSets
-
-
-class RunResult(NamedTuple):
-    out_dir: str
-    status: str  # completed
-    steps: int
-    tokens_seen: int
-    epochs: float
-    wall_time_s: float
-    metrics: IntrinsicMetrics
 
 
 def _world() -> tuple[int, int]:
@@ -141,67 +131,6 @@ def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):
     o = cfg.optim
     return build_adamw(model, lr=o.lr, weight_decay=o.weight_decay, warmup_steps=int(o.warmup_frac * o.max_steps),
                        total_steps=o.max_steps, betas=(o.beta1, o.beta2), eps=o.eps)
-
-
-def code_version() -> str:
-    here = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha, dirty = "", ""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        pkg = version("bert-objectives")
-    except PackageNotFoundError:
-        pkg = "unknown"
-    return f"{pkg}+{sha}{'.dirty' if dirty else ''}" if sha else pkg
-
-
-class TrainState(NamedTuple):
-    step: int = 0
-    phase: int = 0
-    epoch: int = 0
-    batch: int = 0  # next batch index inside the epoch
-    tokens_seen: int = 0
-    wall_time_s: float = 0.0
-
-
-def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None) -> Path:
-    """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``.
-
-    With the tokenizer saved beside the weights the directory is also a loadable checkpoint (the
-    sweeps probe it to rank trials while they train)."""
-    final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(tmp))
-    torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
-               tmp / "trainer_state.pt")
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    return final
-
-
-def load_resume_state(out_dir: Path, model, opt, sched) -> TrainState | None:
-    path = out_dir / "resume" / "trainer_state.pt"
-    if not path.exists():
-        return None
-    saved = BertForPreTraining.from_pretrained(str(out_dir / "resume"))
-    model.load_state_dict(saved.state_dict())
-    blob = torch.load(path, weights_only=False)
-    opt.load_state_dict(blob["optimizer"])
-    sched.load_state_dict(blob["scheduler"])
-    torch.set_rng_state(blob["torch_rng"])
-    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(blob["cuda_rng"])
-    return TrainState(**blob["state"])
 
 
 def _tensorboard(out_dir: Path, cfg: ExperimentConfig, rank: int, logdir: str | None):
@@ -273,7 +202,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
                     resume: bool = True) -> RunResult:
     """Pretrain ``cfg.objective``'s mix for ``cfg.optim.max_steps`` steps (0 for ``none``) into ``out_dir``."""
     out = Path(out_dir)
-    done = _finished_result(out, cfg)
+    done = finished_result(out, cfg)
     if done is not None and resume:
         log.info("%s already finished; nothing to do", out)
         return done
@@ -292,58 +221,108 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
     if state.step:
         log.info("resuming %s at step %d", out, state.step)
-    steps = 0 if cfg.objective.variant == "none" else cfg.optim.max_steps
+    run = _Run(cfg, out, model, opt, sched, data, _tensorboard(out, cfg, rank, tensorboard_dir),
+               report or (lambda metrics, checkpoint_dir=None: None), rank, dev,
+               0 if cfg.objective.variant == "none" else cfg.optim.max_steps)
+    module = _training_module(model, cfg, world)
+    autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
+    model.train()
+    log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)", cfg.objective.variant,
+             count_parameters(model), run.steps, dev, rank, world)
+    while state.step < run.steps:
+        t0 = time.perf_counter()
+        losses, tokens = train_step(module, opt, sched, cfg, data, data.batchers[state.phase], state, rank, world,
+                                    dev, autocast)
+        state = _advance(state, data.batchers, cfg, tokens, time.perf_counter() - t0)
+        run.end_of_step(state, losses, tokens)
+    return _finish(run, state)
+
+
+def _training_module(model, cfg: ExperimentConfig, world: int) -> torch.nn.Module:
+    """The sparse pretraining forward as a module: DDP-wrapped under several workers, compiled if asked."""
     o = cfg.objective
     module = SparsePretrainer(model, need_mlm=o.mlm_weight > 0, need_pair=o.pair_task is not None)
     if world > 1:
         module = torch.nn.parallel.DistributedDataParallel(
             module, find_unused_parameters=not (module.need_mlm and module.need_pair))
-    if cfg.model.compile:
-        module = torch.compile(module)
-    autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
-    report = report or (lambda metrics, checkpoint_dir=None: None)
-    tb = _tensorboard(out, cfg, rank, tensorboard_dir)
-    model.train()
-    log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)", o.variant, count_parameters(model),
-             steps, dev, rank, world)
-    window_tokens, window_t0 = 0, time.perf_counter()
-    while state.step < steps:
-        t0 = time.perf_counter()
-        losses, tokens = train_step(module, opt, sched, cfg, data, data.batchers[state.phase], state, rank, world,
-                                    dev, autocast)
-        state = _advance(state, data.batchers, cfg, tokens, time.perf_counter() - t0)
-        window_tokens += tokens
-        if state.step % cfg.run.log_every == 0 or state.step == steps:
+    return torch.compile(module) if cfg.model.compile else module
+
+
+class StepEnd(NamedTuple):
+    """What happens after an optimizer step: the one place the cadence of a run is decided."""
+
+    log: bool  # losses, learning rate and throughput to TensorBoard and report
+    evaluate: bool  # intrinsic metrics on the held-out sets
+    checkpoint: bool  # resume state written (rank 0)
+
+
+def step_end(step: int, steps: int, run: RunConfig) -> StepEnd:
+    """Log every ``log_every`` steps and at the last; evaluate and checkpoint on their cadence except
+    at the last step, which ``_finish`` evaluates and checkpoints in full."""
+    last = step == steps
+    return StepEnd(log=step % run.log_every == 0 or last,
+                   evaluate=bool(run.eval_every) and step % run.eval_every == 0 and not last,
+                   checkpoint=bool(run.checkpoint_every) and step % run.checkpoint_every == 0 and not last)
+
+
+@dataclass
+class _Run:
+    """The pieces of one run that the step end and the finish share."""
+
+    cfg: ExperimentConfig
+    out: Path
+    model: BertForPreTraining
+    opt: torch.optim.Optimizer
+    sched: object
+    data: PretrainingData
+    tb: object
+    report: Report
+    rank: int
+    device: torch.device
+    steps: int
+    window_tokens: int = 0
+    window_t0: float = dataclasses.field(default_factory=time.perf_counter)
+
+    def end_of_step(self, state: TrainState, losses: dict[str, float], tokens: int) -> None:
+        todo = step_end(state.step, self.steps, self.cfg.run)
+        self.window_tokens += tokens
+        metrics: dict = {"step": state.step}
+        if todo.log:
             now = time.perf_counter()
-            metrics = {"step": state.step, "lr": sched.get_last_lr()[0], "tokens_seen": state.tokens_seen,
-                       "tokens_per_s": window_tokens / max(now - window_t0, 1e-9),
-                       "epoch": epochs_made(state, data.batchers), **losses}
-            window_tokens, window_t0 = 0, now
-            _log_scalars(tb, metrics, state.step)
-            if not (cfg.run.eval_every and state.step % cfg.run.eval_every == 0) and state.step != steps:
-                report(metrics)
-        if cfg.run.eval_every and state.step % cfg.run.eval_every == 0 and state.step != steps:
-            intrinsic = evaluate_intrinsic(model, data.eval_sets, dev).as_dict()
-            _log_scalars(tb, intrinsic, state.step)
-            ckpt = None
-            if cfg.run.checkpoint_every and state.step % cfg.run.checkpoint_every == 0 and rank == 0:
-                ckpt = str(save_resume_state(out, model, opt, sched, state, data.tokenizer))
-            report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": epochs_made(state, data.batchers),
-                    "wall_time_s": state.wall_time_s, **losses, **intrinsic}, ckpt)
-        elif cfg.run.checkpoint_every and state.step % cfg.run.checkpoint_every == 0 and rank == 0:
-            report({"step": state.step, **losses}, str(save_resume_state(out, model, opt, sched, state, data.tokenizer)))
-    metrics = evaluate_intrinsic(model, data.eval_sets, dev)
-    result = RunResult(str(out), "completed", state.step, state.tokens_seen, epochs_made(state, data.batchers),
-                       state.wall_time_s, metrics)
-    if rank == 0:
-        _log_scalars(tb, metrics.as_dict(), state.step)
-        write_checkpoint(out, model, data, cfg, result)
-    if tb is not None:
-        tb.close()
+            metrics.update(lr=self.sched.get_last_lr()[0], tokens_seen=state.tokens_seen,
+                           tokens_per_s=self.window_tokens / max(now - self.window_t0, 1e-9),
+                           epoch=epochs_made(state, self.data.batchers), **losses)
+            self.window_tokens, self.window_t0 = 0, now
+            _log_scalars(self.tb, metrics, state.step)
+        if todo.evaluate:
+            intrinsic = evaluate_intrinsic(self.model, self.data.eval_sets, self.device).as_dict()
+            _log_scalars(self.tb, intrinsic, state.step)
+            metrics.update(tokens_seen=state.tokens_seen, epoch=epochs_made(state, self.data.batchers),
+                           wall_time_s=state.wall_time_s, **losses, **intrinsic)
+        ckpt = None
+        if todo.checkpoint and self.rank == 0:
+            ckpt = str(save_resume_state(self.out, self.model, self.opt, self.sched, state, self.data.tokenizer))
+            metrics.update(losses)
+        if todo.evaluate or ckpt or (todo.log and state.step != self.steps):
+            self.report(metrics, ckpt)
+
+
+def _finish(run: _Run, state: TrainState) -> RunResult:
+    """Final intrinsic evaluation, the checkpoint and run.json (rank 0), and the final report."""
+    metrics = evaluate_intrinsic(run.model, run.data.eval_sets, run.device)
+    result = RunResult(str(run.out), "completed", state.step, state.tokens_seen,
+                       epochs_made(state, run.data.batchers), state.wall_time_s, metrics)
+    if run.rank == 0:
+        _log_scalars(run.tb, metrics.as_dict(), state.step)
+        d = run.data
+        write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
+                         tokens_cache_key=d.corpus.key, train_tokens=d.corpus.train_tokens,
+                         parameters=count_parameters(run.model))
+    if run.tb is not None:
+        run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.
-    report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "final": 1,
-            "wall_time_s": result.wall_time_s,
-            **metrics.as_dict()}, str(out) if rank == 0 else None)
+    run.report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "final": 1,
+                "wall_time_s": result.wall_time_s, **metrics.as_dict()}, str(run.out) if run.rank == 0 else None)
     return result
 
 
@@ -355,33 +334,6 @@ def _log_scalars(tb, metrics: dict, step: int) -> None:
             tb.add_scalar(k, float(v), step)
 
 
-def write_checkpoint(out: Path, model, data: PretrainingData, cfg: ExperimentConfig, result: RunResult) -> None:
-    """Stock HF checkpoint (safetensors + config + tokenizer) and run.json; resume/ is then obsolete."""
-    model.save_pretrained(str(out))
-    data.tokenizer.save_pretrained(str(out))
-    run = {"status": result.status, "config": cfg.to_dict(), "data_fingerprint": data.fingerprint,
-           "tokens_cache_key": data.corpus.key, "code_version": code_version(), "steps": result.steps,
-           "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
-           "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,
-           "train_tokens": data.corpus.train_tokens, "parameters": count_parameters(model),
-           "intrinsic": result.metrics._asdict()}
-    tmp = out / "run.json.tmp"
-    tmp.write_text(json.dumps(run, indent=2, sort_keys=True))
-    os.replace(tmp, out / "run.json")
-    shutil.rmtree(out / "resume", ignore_errors=True)
-
-
-def _finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
-    path = out / "run.json"
-    if not path.exists():
-        return None
-    run = json.loads(path.read_text())
-    if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
-        return None
-    return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
-                     IntrinsicMetrics(**run["intrinsic"]))
-
-
 def none_checkpoint(cfg: ExperimentConfig) -> Path:
     """The untrained baseline for ``cfg`` (seeded initial weights + tokenizer), cached by config."""
     import hashlib
@@ -390,13 +342,9 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
     key = hashlib.sha256(json.dumps({"model": none_cfg.to_dict()["model"], "data": none_cfg.to_dict()["data"],
                                      "seed": cfg.run.seed}, sort_keys=True).encode()).hexdigest()[:16]
     out = cache_root(cfg.data.cache_dir) / "none" / key
-    if _finished_result(out, none_cfg) is None:  # cached: skip loading the corpus again
+    if finished_result(out, none_cfg) is None:  # cached: skip loading the corpus again
         run_pretraining(none_cfg, out)
     return out
-
-
-def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:
-    return from_dict(json.loads((Path(out_dir) / "run.json").read_text())["config"])
 
 
 def _cli(argv: list[str] | None = None) -> int:

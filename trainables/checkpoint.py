@@ -1,0 +1,131 @@
+"""Everything a pretraining run writes to disk: resume state, the final checkpoint, run.json, the code version.
+
+    out/                      a stock Hugging Face checkpoint (weights, config, tokenizer) + run.json
+    out/resume/               while training: the same, plus trainer_state.pt (optimizer, schedule,
+                              RNG, data position); written atomically, removed once run.json exists
+
+A run whose run.json says ``completed`` for the same config is finished: running it again returns the
+stored result and trains nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from transformers import BertForPreTraining
+
+from trainables.config import ExperimentConfig, from_dict
+from trainables.intrinsic import IntrinsicMetrics
+
+
+class TrainState(NamedTuple):
+    """Where a run is: steps done, the data position (phase, epoch, next batch), tokens and time."""
+
+    step: int = 0
+    phase: int = 0
+    epoch: int = 0
+    batch: int = 0  # next batch index inside the epoch
+    tokens_seen: int = 0
+    wall_time_s: float = 0.0
+
+
+class RunResult(NamedTuple):
+    out_dir: str
+    status: str  # completed
+    steps: int
+    tokens_seen: int
+    epochs: float
+    wall_time_s: float
+    metrics: IntrinsicMetrics
+
+
+def code_version() -> str:
+    """``<package version>+<git sha>[.dirty]`` of this checkout, or the package version alone."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha, dirty = "", ""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pkg = version("bert-objectives")
+    except PackageNotFoundError:
+        pkg = "unknown"
+    return f"{pkg}+{sha}{'.dirty' if dirty else ''}" if sha else pkg
+
+
+def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None) -> Path:
+    """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``.
+
+    With the tokenizer saved beside the weights the directory is also a loadable checkpoint (the
+    sweeps probe it to rank trials while they train)."""
+    final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(tmp))
+    torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+               tmp / "trainer_state.pt")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def load_resume_state(out_dir: Path, model, opt, sched) -> TrainState | None:
+    """Restore what ``save_resume_state`` wrote into ``model``, ``opt`` and ``sched``; None if nothing."""
+    path = out_dir / "resume" / "trainer_state.pt"
+    if not path.exists():
+        return None
+    saved = BertForPreTraining.from_pretrained(str(out_dir / "resume"))
+    model.load_state_dict(saved.state_dict())
+    blob = torch.load(path, weights_only=False)
+    opt.load_state_dict(blob["optimizer"])
+    sched.load_state_dict(blob["scheduler"])
+    torch.set_rng_state(blob["torch_rng"])
+    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(blob["cuda_rng"])
+    return TrainState(**blob["state"])
+
+
+def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result: RunResult, **record) -> None:
+    """Stock HF checkpoint (safetensors + config + tokenizer) and run.json; resume/ is then obsolete.
+
+    ``record`` adds fields to run.json (data fingerprints, corpus size, parameters)."""
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    run = {"status": result.status, "config": cfg.to_dict(), "code_version": code_version(), "steps": result.steps,
+           "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
+           "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,
+           "intrinsic": result.metrics._asdict(), **record}
+    tmp = out / "run.json.tmp"
+    tmp.write_text(json.dumps(run, indent=2, sort_keys=True))
+    os.replace(tmp, out / "run.json")
+    shutil.rmtree(out / "resume", ignore_errors=True)
+
+
+def finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
+    """The stored result when ``out`` holds a completed run of exactly ``cfg``."""
+    path = out / "run.json"
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text())
+    if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
+        return None
+    return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
+                     IntrinsicMetrics(**run["intrinsic"]))
+
+
+def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:
+    return from_dict(json.loads((Path(out_dir) / "run.json").read_text())["config"])
