@@ -7,8 +7,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from trainables.config import build_config
-from trainables.finetune import (FinetuneResult, best_span, bucket_batches, collate, decode_qa, encode_qa,
-                                 encode_tagging, main, run_finetuning, run_probe)
+from trainables.batching import bucket_batches
+from trainables.finetune import FinetuneResult, collate, run_finetuning, run_probe
+from trainables.finetune.__main__ import main
+from trainables.task_types import tagging
+from trainables.task_types.qa import best_span, decode_qa, encode_qa
 from trainables.metrics import METRIC_RANGES, compute_metric
 from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
@@ -31,11 +34,11 @@ def tokenizer(tiny_checkpoint):
 
 def test_bucket_batches_cover_each_index_once_and_follow_the_seed():
     lengths = list(np.random.default_rng(0).integers(3, 100, size=103))
-    batches = bucket_batches(lengths, 8, np.random.default_rng(5), bucket_factor=4)
+    batches = bucket_batches(lengths, 8, np.random.default_rng(5), window=4)
     assert sorted(np.concatenate(batches).tolist()) == list(range(103))
-    again = bucket_batches(lengths, 8, np.random.default_rng(5), bucket_factor=4)
+    again = bucket_batches(lengths, 8, np.random.default_rng(5), window=4)
     assert all((a == b).all() for a, b in zip(batches, again))
-    other = bucket_batches(lengths, 8, np.random.default_rng(6), bucket_factor=4)
+    other = bucket_batches(lengths, 8, np.random.default_rng(6), window=4)
     assert any(len(a) != len(b) or (a != b).any() for a, b in zip(batches, other))
     # within a bucket, batches hold similar lengths: the mean in-batch spread is far below random batching
     spread = np.mean([np.ptp([lengths[i] for i in b]) for b in batches])
@@ -57,7 +60,7 @@ def test_collate_pads_dynamically_and_ignores_label_padding():
 
 def test_tagging_labels_only_the_first_subword(tokenizer):
     rows = [{"id": "0", "tokens": ["Elmsfordian", "went", "home"], "tags": ["B-PER", "O", "O"]}]
-    enc = encode_tagging(rows, tokenizer, {"O": 0, "B-PER": 1}, max_len=32)
+    enc = tagging.encode(rows, tokenizer, {"O": 0, "B-PER": 1}, build_config("smoke").finetune, 32, True)
     word_ids, labels = enc.meta[0], enc.inputs[0]["labels"]
     assert word_ids.count(0) > 1  # the rare word is split into several sub-words
     assert [lab for lab, w in zip(labels, word_ids) if w == 0] == [1] + [-100] * (word_ids.count(0) - 1)
@@ -147,10 +150,14 @@ def test_probe_scores_on_dev_and_writes_probe_records(tiny_checkpoint, cfg):
     assert (ev["mode"] == "probe").all()
 
 
-def test_none_checkpoint_fine_tunes_end_to_end(tmp_path):
-    cfg = build_config("smoke", overrides=["data.corpus=synthetic", f"data.cache_dir={tmp_path}", "run.device=cpu"])
-    result = run_finetuning("none", [], [0], cfg, datasets=[load_hub_task("mrpc", FIXTURES / "glue_mrpc")])
-    ev, _ = _check_tables(result)
+def test_none_checkpoint_fine_tunes_end_to_end(tmp_path, capsys):
+    """``--checkpoint none`` is resolved by the command line (the untrained baseline), not by the library."""
+    out = tmp_path / "out"
+    rc = main(["--checkpoint", "none", "--preset", "smoke", "--set", "data.corpus=synthetic", "--set",
+               f"data.cache_dir={tmp_path}", "--set", "run.device=cpu", "--task-data", f"mrpc={FIXTURES / 'glue_mrpc'}",
+               "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    ev = pq.read_table(out / "evals.parquet").to_pandas()
     assert (ev.run_id == "none").all() and set(ev.task) == {"mrpc"}
 
 

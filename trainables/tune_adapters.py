@@ -170,7 +170,7 @@ def finetune_trainable(config: dict[str, Any]) -> None:
     torch.set_num_threads(max(int(config.get("cpus_per_trial", 1)), 1))
     checkpoint = config["checkpoint"]
     with tempfile.TemporaryDirectory() as tmp:
-        if checkpoint != "none" and "://" in checkpoint:
+        if "://" in checkpoint:
             local = Path(tmp) / "checkpoint"
             tune.Checkpoint(checkpoint).to_directory(str(local))
             checkpoint = str(local)

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from trainables.batching import bucket_batches
 from trainables.data.text import CorpusError, Document
 
 log = logging.getLogger(__name__)
@@ -216,19 +217,6 @@ def collate(examples: list[Example], indices: list[int], pad_id: int) -> Pretrai
                          torch.tensor(indices, dtype=torch.long))
 
 
-def bucketed_order(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, window: int = 50) -> list[np.ndarray]:
-    """Shuffle, sort by length inside windows of ``window`` batches, cut into batches, shuffle batches."""
-    perm = rng.permutation(len(lengths))
-    batches = []
-    span = batch_size * window
-    for start in range(0, len(perm), span):
-        part = perm[start:start + span]
-        part = part[np.argsort(lengths[part], kind="stable")]
-        batches.extend(part[i:i + batch_size] for i in range(0, len(part), batch_size))
-    full = [b for b in batches if len(b) == batch_size]  # a ragged last batch would change the step size
-    return [full[i] for i in rng.permutation(len(full))]
-
-
 class Batcher:
     """Deterministic epochs of batches for one pair task: ``batch(epoch, i)`` is the same every time.
 
@@ -254,7 +242,8 @@ class Batcher:
             self._examples_epoch = e
         if self._order_epoch != epoch:
             lengths = np.array([len(x.ids) for x in self._examples])
-            self._order = bucketed_order(lengths, self.batch_size, np.random.default_rng([self.data_seed, epoch, 2]))
+            self._order = bucket_batches(lengths, self.batch_size, np.random.default_rng([self.data_seed, epoch, 2]),
+                                         drop_last=True)
             if not self._order:
                 raise CorpusError(f"the corpus yields {len(self._examples)} examples, fewer than one batch of "
                                   f"{self.batch_size}; use a larger corpus or a smaller optim.batch_size")

@@ -1,0 +1,168 @@
+"""Fine-tuning (and probing) of one checkpoint on tasks over seeds: records in the export schema.
+
+Protocol: one recipe (``cfg.finetune``) for every variant, ``none`` included; AdamW with linear warmup
+and decay; dynamic padding with length bucketing; the training subset (``max_train_examples``) is drawn
+with the fine-tuning seed, the evaluation subset (``max_eval_examples``) with a fixed seed so every run
+scores the same examples. No model selection: the final model is evaluated on dev (reported through
+``report``) and on test (the records), so nothing is ever chosen on test.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from trainables.config import ExperimentConfig, FinetuneConfig
+from trainables.finetune.heads import Checkpoint, build_head_model, load_encoder
+from trainables.finetune.loop import predict_logits, train_model
+from trainables.finetune.probe import probe_one
+from trainables.metrics import compute_metric
+from trainables.runtime import resolve_device
+from trainables.schema import EvalRecord, PredictionRecord, build_table
+from trainables.task_types import Encoded, TaskError, get_task_type
+from trainables.tasks import TaskData, TaskSpec, load_task, load_user_task, subsample, with_labels_from_train
+
+log = logging.getLogger(__name__)
+Report = Callable[[dict], None]
+MODES = ("finetune", "probe")
+
+
+@dataclass
+class FinetuneResult:
+    evals: list[EvalRecord] = field(default_factory=list)
+    predictions: list[PredictionRecord] = field(default_factory=list)
+
+    def to_tables(self, code_version: str = ""):
+        """(evals, predictions) as pyarrow Tables in the export schema (``trainables.schema``)."""
+        return (build_table("evals", self.evals, code_version=code_version),
+                build_table("predictions", self.predictions, code_version=code_version))
+
+    def extend(self, other: "FinetuneResult") -> None:
+        self.evals.extend(other.evals)
+        self.predictions.extend(other.predictions)
+
+
+def encode_split(data: TaskData, rows: list[dict], tok, ft: FinetuneConfig, max_pos: int, train: bool) -> Encoded:
+    """Model inputs of ``rows`` by the task's type (``TaskType.encode``)."""
+    label2id = {lab: i for i, lab in enumerate(data.spec.labels)}
+    return get_task_type(data.spec.type).encode(rows, tok, label2id, ft, max_pos, train)
+
+
+def score(spec: TaskSpec, preds: list[str], golds: list[str]) -> dict[str, float]:
+    """Every metric of the task (the first is primary)."""
+    return {m: compute_metric(m, preds, golds, **({"positive": spec.positive} if m == "f1" and spec.positive else {}))
+            for m in spec.metrics}
+
+
+def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, rows: list[dict],
+             preds: list[str], golds: list[str], wall: float) -> FinetuneResult:
+    values = score(spec, preds, golds)
+    evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall,
+                        spec.name, spec.positive or "") for m, v in values.items()]
+    predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g)
+                   for r, p, g in zip(rows, preds, golds)]
+    return FinetuneResult(evals, predictions)
+
+
+def finetune_one(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
+                 run_id: str) -> tuple[FinetuneResult, dict[str, float]]:
+    """Fine-tune one head with one seed; test records for each reported split, dev metrics for report."""
+    t0 = time.perf_counter()
+    ft, spec, tok = cfg.finetune, data.spec, ck.tokenizer
+    rng = np.random.default_rng(seed)
+    train_rows = subsample(data["train"], ft.max_train_examples, rng)
+    model = build_head_model(ck.path, spec, seed).to(device)
+    train_model(model, encode_split(data, train_rows, tok, ft, ck.max_position, True), ft, rng, device,
+                tok.pad_token_id, cfg.run.precision)
+    result, dev_metrics = FinetuneResult(), {}
+    for split, task_name in [("dev", ""), *spec.reported_names().items()]:
+        rows = subsample(data[split], ft.max_eval_examples, None)
+        enc = encode_split(data, rows, tok, ft, ck.max_position, False)
+        logits = predict_logits(model, enc, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
+        preds, golds = get_task_type(spec.type).decode(spec, rows, enc, logits, ft)
+        if split == "dev":
+            dev_metrics = score(spec, preds, golds)
+            continue
+        result.extend(_records(run_id, spec, seed, "finetune", task_name, rows, preds, golds,
+                               time.perf_counter() - t0))
+    return result, dev_metrics
+
+
+def _device(device: str | torch.device | None, cfg: ExperimentConfig) -> torch.device:
+    return resolve_device(device if device is not None else cfg.run.device)
+
+
+def _load_all(tasks: list[str], task_files: list[tuple[str, str]], cfg: ExperimentConfig) -> list[TaskData]:
+    loaded = [load_task(name, cfg.data.cache_dir or None) for name in tasks]
+    loaded += [load_user_task(path, kind) for path, kind in task_files]
+    return [with_labels_from_train(d) for d in loaded]
+
+
+def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], cfg: ExperimentConfig, *,
+                   run_id: str = "", mode: str = "finetune", report: Report | None = None, device=None,
+                   task_files: list[tuple[str, str]] | tuple = (), datasets: list[TaskData] | None = None
+                   ) -> FinetuneResult:
+    """Fine-tune (or probe) ``checkpoint`` on each task with each seed; records in the export schema.
+
+    ``checkpoint`` is a checkpoint directory; the untrained baseline is one too
+    (``trainables.pretrain.none_checkpoint``, resolved where the grid is built).
+    ``task_files`` adds user tasks as (path, type); ``datasets`` adds already-loaded TaskData.
+    ``run_id`` defaults to the checkpoint directory's name. ``report(metrics)`` is called after each
+    (task, seed) with the test metrics, the dev metrics (``dev/...``) and progress counts.
+    """
+    if mode not in MODES:
+        raise TaskError(f"mode={mode!r} is not valid; allowed: {', '.join(MODES)}")
+    path = Path(checkpoint)
+    run_id = run_id or path.name
+    ck, dev = Checkpoint.load(path), _device(device, cfg)
+    all_data = _load_all(list(tasks), list(task_files), cfg) + list(datasets or [])
+    encoder = load_encoder(ck, dev) if mode == "probe" else None
+    result, done, total = FinetuneResult(), 0, len(all_data) * len(seeds)
+    for data in all_data:
+        for seed in seeds:
+            t0 = time.perf_counter()
+            if mode == "finetune":
+                part, dev_metrics = finetune_one(ck, data, seed, cfg, dev, run_id)
+            else:
+                part, dev_metrics = _probe_records(ck, encoder, data, seed, cfg, dev, run_id, t0), {}
+            result.extend(part)
+            done += 1
+            log.info("%s seed %d (%s): %s in %.1fs", data.spec.name, seed, mode,
+                     {r.task + "/" + r.metric: round(r.value, 4) for r in part.evals}, time.perf_counter() - t0)
+            if report is not None:
+                report({"task": data.spec.name, "finetune_seed": seed, "mode": mode, "done": done, "total": total,
+                        **{f"{r.task}/{r.metric}": r.value for r in part.evals},
+                        **{f"dev/{data.spec.name}/{m}": v for m, v in dev_metrics.items()},
+                        "wall_time_s": time.perf_counter() - t0})
+    return result
+
+
+def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: str, t0: float) -> FinetuneResult:
+    result = FinetuneResult()
+    for split, task_name in data.spec.reported_names().items():
+        rows, preds, golds = probe_one(ck, encoder, data, seed, cfg, device, split)
+        result.extend(_records(run_id, data.spec, seed, "probe", task_name, rows, preds, golds,
+                               time.perf_counter() - t0))
+    return result
+
+
+def write_tables(result: FinetuneResult, out: str | Path) -> tuple[Path, Path]:
+    """OUT/evals.parquet and OUT/predictions.parquet, each written to a temp file then renamed."""
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, table in zip(("evals", "predictions"), result.to_tables()):
+        final, tmp = out / f"{name}.parquet", out / f".{name}.parquet.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        paths.append(final)
+    return paths[0], paths[1]

@@ -1,0 +1,69 @@
+"""The checkpoint being fine-tuned, and the task heads and frozen encoder loaded from it.
+
+Heads are the stock ``transformers`` classes the task type names, loaded with ``from_pretrained`` (the
+pretraining heads are dropped; the new head is initialised from the fine-tuning seed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainables.task_types import TaskError, get_task_type
+from trainables.tasks import TaskSpec
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """from_pretrained warns that the pretraining heads are unused and the task head is new: expected here."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
+
+
+def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int):
+    """The task type's transformers head on the checkpoint's encoder; the new head seeded by ``seed``."""
+    import transformers
+
+    task_type = get_task_type(spec.type)
+    cls = getattr(transformers, task_type.head)
+    kwargs: dict[str, Any] = task_type.head_kwargs(spec.labels)
+    with torch.random.fork_rng(devices=[]), _quiet_loading():  # new heads are drawn from the global RNG
+        torch.manual_seed(seed)
+        return cls.from_pretrained(str(checkpoint), **kwargs)
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint directory: its path and tokenizer; heads are built per task and seed."""
+
+    path: Path
+    tokenizer: Any
+    max_position: int
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Checkpoint":
+        from transformers import AutoConfig, AutoTokenizer
+
+        path = Path(path)
+        if not (path / "config.json").exists():
+            raise TaskError(f"checkpoint {path} has no config.json; expected a Hugging Face checkpoint directory")
+        config = AutoConfig.from_pretrained(str(path))
+        return cls(path, AutoTokenizer.from_pretrained(str(path)), config.max_position_embeddings)
+
+
+def load_encoder(ck: Checkpoint, device: torch.device):
+    """The checkpoint's encoder alone (no pooler), for the linear probe."""
+    from transformers import AutoModel
+
+    with _quiet_loading():
+        return AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False).to(device)

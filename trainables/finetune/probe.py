@@ -1,0 +1,97 @@
+"""The linear probe: frozen encoder features, logistic regression, scored on a split (dev by default).
+
+It is the cheap, objective-neutral signal the sweeps rank trials by. Features come from the task type
+(``TaskType.probe``: mean-pooled last hidden states for classification, first-sub-word states for
+tagging); a task type without probe hooks (QA) is refused with one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainables.batching import bucket_batches
+from trainables.config import ExperimentConfig
+from trainables.finetune.heads import Checkpoint, load_encoder
+from trainables.finetune.loop import collate
+from trainables.runtime import resolve_device
+from trainables.task_types import Encoded, TaskError, TaskType, get_task_type
+from trainables.tasks import TaskData, load_task, subsample, with_labels_from_train
+
+log = logging.getLogger(__name__)
+
+
+@torch.inference_mode()
+def probe_features(encoder, enc: Encoded, task_type: TaskType, batch_size: int, device: torch.device,
+                   pad_id: int) -> list[Any]:
+    """Per example, in example order: the task type's probe features of the frozen encoder's states."""
+    encoder.eval()
+    out: list[Any] = [None] * len(enc.inputs)
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    for idx in bucket_batches(enc.lengths(), batch_size, None):
+        batch = collate([{k: enc.inputs[i][k] for k in keys} for i in idx], pad_id, device)
+        hidden = encoder(**batch).last_hidden_state.float()  # (B, T, C)
+        for i, feat in zip(idx, task_type.probe.features(hidden, batch["attention_mask"], enc, idx)):
+            out[i] = feat
+    return out
+
+
+def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
+              split: str) -> tuple[list[dict], list[str], list[str]]:
+    """Fit a logistic regression on frozen features of train; predict ``split``. Returns rows, preds, golds."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from trainables.finetune.api import encode_split
+
+    spec, ft, tok = data.spec, cfg.finetune, ck.tokenizer
+    task_type = get_task_type(spec.type)
+    if task_type.probe is None:
+        raise TaskError(f"the linear probe does not support {spec.type} task {spec.name!r}; probe a task of type "
+                        + ", ".join(n for n, t in _probed_types().items()))
+    train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(seed))
+    eval_rows = subsample(data[split], ft.max_eval_examples, None)
+    feats = {}
+    for name, rows in (("train", train_rows), ("eval", eval_rows)):
+        enc = encode_split(data, rows, tok, ft, ck.max_position, False)
+        feats[name] = probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id)
+    x_train, y_train = task_type.probe.xy(train_rows, feats["train"])
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=seed))
+    if len(set(y_train)) < 2:
+        raise TaskError(f"task {spec.name!r}: the probe's train subset has a single class {y_train[:1]}")
+    clf.fit(x_train, y_train)
+    preds, golds = task_type.probe.predict(clf, eval_rows, feats["eval"], spec)
+    return eval_rows, preds, golds
+
+
+def _probed_types() -> dict[str, TaskType]:
+    from trainables.task_types import TASK_TYPES
+
+    return {n: t for n, t in TASK_TYPES.items() if t.probe is not None}
+
+
+def run_probe(checkpoint_dir: str | Path, tasks: list, cfg: ExperimentConfig, seed: int = 0,
+              split: str = "dev") -> dict[str, float]:
+    """Linear-probe primary metric per task on ``split`` (dev by default: the sweeps rank on it).
+
+    ``tasks`` are registry names (an already-loaded ``TaskData`` is accepted too, e.g. a user task).
+    """
+    from trainables.finetune.api import score
+
+    if split == "test":
+        log.warning("run_probe on test: use it for reporting only, never to rank or select")
+    ck = Checkpoint.load(checkpoint_dir)
+    device = resolve_device(cfg.run.device)
+    encoder = load_encoder(ck, device)
+    scores = {}
+    for task in tasks:
+        data = task if isinstance(task, TaskData) else load_task(task, cfg.data.cache_dir or None)
+        data = with_labels_from_train(data)
+        rows, preds, golds = probe_one(ck, encoder, data, seed, cfg, device, split)
+        scores[data.spec.name] = score(data.spec, preds, golds)[data.spec.metric]
+    return scores
