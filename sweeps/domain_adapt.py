@@ -26,15 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
-from sweeps import common  # noqa: E402
+from sweeps import phases  # noqa: E402
+from sweeps.cli import base_config, build_parser  # noqa: E402
+from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
+from sweeps.runner import Phase, run_phase  # noqa: E402
 from trainables.config import PRESETS, ConfigError, ExperimentConfig, ModelConfig  # noqa: E402
-from trainables.data.text import CorpusError  # noqa: E402
 
 DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
 BEFORE, AFTER = "before", "domain_adapt"
@@ -88,7 +89,7 @@ def checkpoint_preset(path: str) -> str | None:
 def adapt_config(cfg: ExperimentConfig, checkpoint: str, model: ModelConfig, lr: float,
                  steps: int | None) -> ExperimentConfig:
     """MLM alone on single segments (the checkpoint's tokenizer and weights), at ``lr`` for ``steps``."""
-    objective = replace(common.variant_config(cfg, "mlm_only").objective, variant=AFTER)
+    objective = replace(phases.variant_config(cfg, "mlm_only").objective, variant=AFTER)
     optim = replace(cfg.optim, lr=lr, max_steps=cfg.optim.max_steps if steps is None else steps)
     if optim.max_steps < 1:
         raise ConfigError(f"--steps={optim.max_steps} must be >= 1 (the 'before' run is the 0-step one)")
@@ -111,26 +112,29 @@ def default_lr(cfg: ExperimentConfig, args: argparse.Namespace) -> float:
     return cfg.optim.lr * LR_FACTOR
 
 
-def finetune_phase(measured: list[dict], tasks: list[str], args) -> common.Phase:
-    """``common.finetune_phase``, with the base checkpoint fine-tuned seeds x finetune-seeds times."""
+def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
+    """``phases.finetune_phase``, with the base checkpoint fine-tuned seeds x finetune-seeds times."""
     before = [m for m in measured if m["run_id"].startswith(f"{BEFORE}-")]
-    phase = common.finetune_phase([m for m in measured if m not in before], tasks, args)
+    phase = phases.finetune_phase([m for m in measured if m not in before], tasks, args)
     if before:
         more = argparse.Namespace(**{**vars(args), "finetune_seeds": args.seeds * args.finetune_seeds})
-        extra = common.finetune_phase(before, tasks, more).param_space["spec"]["grid_search"]
+        extra = phases.finetune_phase(before, tasks, more).param_space["spec"]["grid_search"]
         phase.param_space["spec"]["grid_search"] += extra
     return phase
 
 
-def run(before: ExperimentConfig, adapted: ExperimentConfig, tasks: list[str], args, root: str, progress):
-    specs = common.measurement_specs([(BEFORE, before)], 1) + common.measurement_specs([(AFTER, adapted)], args.seeds)
-    measure = common.run_phase(common.measure_phase(specs, args, root, []), root, args, progress)
-    measured = common.completed_measurements(measure)
+def run(ctx: Context):
+    """The 'before' run (0 steps) and the adapted runs, then their fine-tuning."""
+    adapted, args = ctx.cfg, ctx.args
+    specs = (phases.measurement_specs([(BEFORE, before_config(adapted))], 1)
+             + phases.measurement_specs([(AFTER, adapted)], args.seeds))
+    measure = run_phase(phases.measure_phase(specs, args, ctx.root, []), ctx.root, args, ctx.progress)
+    measured = phases.completed_measurements(measure)
     if not measured or not args.finetune_seeds:  # Tune cannot run an empty grid
         print("no completed pretraining run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
-        return measure, None
-    return measure, common.run_phase(finetune_phase(measured, tasks, args), root, args, progress)
+        return None, measure, None
+    return None, measure, run_phase(finetune_phase(measured, ctx.tasks, args), ctx.root, args, ctx.progress)
 
 
 # ------------------------------------------------------------------ report
@@ -158,7 +162,7 @@ def domain_report(root: str, out=sys.stdout) -> str | None:
 # ------------------------------------------------------------------ command line
 
 def build_cli() -> argparse.ArgumentParser:
-    p = common.build_parser("python sweeps/domain_adapt.py", __doc__.split("\n\n")[0])
+    p = build_parser("python sweeps/domain_adapt.py", __doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", help="the BERT checkpoint to adapt: a directory (with its tokenizer) or a "
                                         "cached hub name (required)")
     p.add_argument("--lr", type=float, help=f"peak learning rate of the continued pretraining (default: "
@@ -194,31 +198,32 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, str]:
     return args, checkpoint
 
 
-def main(argv: list[str] | None = None) -> int:
-    t0 = time.time()
-    try:
-        args, checkpoint = parse_args(argv)
-        common.configure_logging(args.quiet)
-        cfg = common.base_config(args)
-        adapted = adapt_config(cfg, checkpoint, checkpoint_model(checkpoint), default_lr(cfg, args), args.steps)
-        root = common.experiment_root(args, "domain_adapt")
-        from trainables.tasks import resolve_tasks
+def configure(args: argparse.Namespace) -> ExperimentConfig:
+    """The adapted run's config: MLM alone from the checkpoint, on --corpus, at --lr for --steps."""
+    cfg = base_config(args)
+    return adapt_config(cfg, args.checkpoint, checkpoint_model(args.checkpoint), default_lr(cfg, args), args.steps)
 
-        tasks = resolve_tasks(cfg.finetune.tasks)
-        print(f"sweep {args.name}: {checkpoint} pretrained further on {adapted.data.corpus} with MLM for "
-              f"{adapted.optim.max_steps} steps at lr {adapted.optim.lr:g} (preset {args.preset}); tasks "
-              f"{','.join(tasks)}; {args.seeds} pretraining x {args.finetune_seeds} fine-tuning seeds (the base "
-              f"checkpoint: {args.seeds * args.finetune_seeds} fine-tunings)\n"
-              f"results: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
-        common.prepare_local_data(adapted, tasks)
-        common.init_ray(args)
-        progress = common.Progress(quiet=args.quiet)
-        measure, finetune = run(before_config(adapted), adapted, tasks, args, root, progress)
-        export_dir = common.export(root, None, measure, finetune)
-    except (ConfigError, CorpusError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return common.finish(root, export_dir, t0, domain_report)
+
+def announce(ctx: Context) -> str:
+    a, o = ctx.args, ctx.cfg.optim
+    return (f"sweep {a.name}: {a.checkpoint} pretrained further on {ctx.cfg.data.corpus} with MLM for "
+            f"{o.max_steps} steps at lr {o.lr:g} (preset {a.preset}); tasks {','.join(ctx.tasks)}; {a.seeds} "
+            f"pretraining x {a.finetune_seeds} fine-tuning seeds (the base checkpoint: "
+            f"{a.seeds * a.finetune_seeds} fine-tunings)")
+
+
+def _parse(sweep: Sweep, argv: list[str] | None) -> argparse.Namespace:
+    args, checkpoint = parse_args(argv)
+    args.checkpoint = checkpoint
+    return args
+
+
+SWEEP = Sweep("domain_adapt", __doc__, run, defaults=DEFAULTS, parse=_parse, configure=configure, announce=announce,
+              report=domain_report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return sweep_main(SWEEP, argv)
 
 
 if __name__ == "__main__":

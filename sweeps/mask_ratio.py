@@ -15,7 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
-from sweeps import common  # noqa: E402
+from sweeps import phases  # noqa: E402
+from sweeps.export import run_row  # noqa: E402
+from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
 from trainables.config import ConfigError  # noqa: E402
 
 DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=2, finetune_seeds=1)}
@@ -32,11 +34,11 @@ def parse_ratios(text: str) -> list[float]:
     return ratios
 
 
-def run(cfg, args, root, tasks, progress):
-    variants = [(f"{name}@{r:.2f}", common.variant_config(cfg, name, mask_ratio=r))
-                for name in MASKED_VARIANTS for r in parse_ratios(args.ratios)]
-    variants.append(("none", common.variant_config(cfg, "none")))
-    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress)
+def run(ctx: Context):
+    variants = [(f"{name}@{r:.2f}", phases.variant_config(ctx.cfg, name, mask_ratio=r))
+                for name in MASKED_VARIANTS for r in parse_ratios(ctx.args.ratios)]
+    variants.append(("none", phases.variant_config(ctx.cfg, "none")))
+    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
     print(intrinsic_table(measure), flush=True)
     return None, measure, finetune
 
@@ -45,7 +47,7 @@ def intrinsic_table(measure_grid) -> str:
     """Held-out metrics at the fixed 15% mask, mean over seeds, per variant and training mask ratio."""
     import pandas as pd
 
-    rows = pd.DataFrame([common.run_row(r, "measure") for r in measure_grid])
+    rows = pd.DataFrame([run_row(r, "measure") for r in measure_grid])
     rows = rows[rows["status"] == "completed"]
     table = rows.groupby(["variant"])[["mask_ratio", "mlm_acc", "mlm_ppl", "pair_acc_nsp", "token_cosine"]].mean()
     return "\nintrinsic metrics (held out, 15% evaluation mask; mean over seeds)\n" + table.to_string(float_format="%.3f")
@@ -55,8 +57,11 @@ def _extra_args(p) -> None:
     p.add_argument("--ratios", default="0.10,0.15,0.20,0.30,0.40,0.50", help="training mask ratios")
 
 
+SWEEP = Sweep("mask_ratio", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return common.sweep_main("mask_ratio", __doc__, run, argv, defaults=DEFAULTS, extra_args=_extra_args)
+    return sweep_main(SWEEP, argv)
 
 
 if __name__ == "__main__":

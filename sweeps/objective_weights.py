@@ -24,7 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
-from sweeps import common  # noqa: E402
+from sweeps import phases  # noqa: E402
+from sweeps.frame import Context, Sweep, prepare_local_data, sweep_main  # noqa: E402
+from sweeps.runner import Phase, run_phase  # noqa: E402
 from trainables.config import ExperimentConfig  # noqa: E402
 
 # What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
@@ -35,7 +37,7 @@ DEFAULTS = {
 PROBE_TASKS = ("sentiment", "topic")
 
 
-def search_phase(cfg: ExperimentConfig, args, root: str) -> common.Phase:
+def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search import ConcurrencyLimiter
@@ -55,17 +57,17 @@ def search_phase(cfg: ExperimentConfig, args, root: str) -> common.Phase:
     limit = args.max_concurrent or max(args.num_samples, 1)
     asha = ASHAScheduler(time_attr="step", metric="probe_score", mode="max", max_t=max(cfg.optim.max_steps, 1),
                          grace_period=rungs, reduction_factor=2)
-    return common.Phase("search", common._flatten(pretrain_trainable),
+    return Phase("search", phases.flatten(pretrain_trainable),
                         {**space, "cfg": search_cfg.to_dict(), "phase": "search",
-                         **common.common_trial_config(args, root, list(PROBE_TASKS))},
-                        common.pretrain_resources(args), num_samples=args.num_samples,
+                         **phases.common_trial_config(args, root, list(PROBE_TASKS))},
+                        phases.pretrain_resources(args), num_samples=args.num_samples,
                         search_alg=ConcurrencyLimiter(searcher, max_concurrent=limit), scheduler=asha)
 
 
 def _mix(cfg: ExperimentConfig, name: str, **weights: float):
     """A pair-input objective named ``name`` with the given weights (the other pair loss off)."""
     base = {"mlm_weight": 0.0, "nsp_weight": 0.0, "sop_weight": 0.0}
-    return replace(common.variant_config(cfg, "full").objective, variant=name, **{**base, **weights})
+    return replace(phases.variant_config(cfg, "full").objective, variant=name, **{**base, **weights})
 
 
 def best_mix(search_grid) -> dict[str, float] | None:
@@ -81,12 +83,13 @@ def best_mix(search_grid) -> dict[str, float] | None:
     return {k: float(best[k]) for k in ("mlm_weight", "nsp_weight", "sop_weight", "mask_ratio") if k in best}
 
 
-def run(cfg: ExperimentConfig, args, root: str, tasks: list[str], progress):
-    common.prepare_local_data(cfg, list(PROBE_TASKS), corpus=False)
-    search = common.run_phase(search_phase(cfg, args, root), root, args, progress) if args.num_samples else None
-    variants = [(name, common.variant_config(cfg, name)) for name in common.MEASURE_VARIANTS]
+def run(ctx: Context):
+    cfg, args, root = ctx.cfg, ctx.args, ctx.root
+    prepare_local_data(cfg, list(PROBE_TASKS), corpus=False)
+    search = run_phase(search_phase(cfg, args, root), root, args, ctx.progress) if args.num_samples else None
+    variants = [(name, phases.variant_config(cfg, name)) for name in phases.MEASURE_VARIANTS]
     mix = best_mix(search) if search is not None else None
-    full = common.variant_config(cfg, "full").objective
+    full = phases.variant_config(cfg, "full").objective
     if mix and all(abs(getattr(full, k) - v) < 1e-9 for k, v in mix.items()):
         print(f"best mix found: {mix}, which is BERT's own mix (= full): not measured twice", flush=True)
     elif mix:
@@ -95,7 +98,7 @@ def run(cfg: ExperimentConfig, args, root: str, tasks: list[str], progress):
     elif search is not None:
         print("no search trial completed its full budget: best_mix is not measured", flush=True)
     # Measurement runs are scored by fine-tuning; probing them at every evaluation would cost the budget.
-    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress)
+    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, args, root, ctx.progress)
     return search, measure, finetune
 
 
@@ -103,8 +106,11 @@ def _extra_args(p) -> None:
     p.add_argument("--pair", choices=("nsp", "sop"), default="nsp", help="the pair objective searched beside MLM")
 
 
+SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return common.sweep_main("objective_weights", __doc__, run, argv, defaults=DEFAULTS, extra_args=_extra_args)
+    return sweep_main(SWEEP, argv)
 
 
 if __name__ == "__main__":

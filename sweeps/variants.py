@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
-from sweeps import common  # noqa: E402
+from sweeps import phases  # noqa: E402
+from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
 from trainables.config import VARIANTS, ConfigError  # noqa: E402
 
 DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
@@ -29,9 +30,9 @@ def parse_variants(text: str) -> list[str]:
     return names
 
 
-def run(cfg, args, root, tasks, progress):
-    variants = [(name, common.variant_config(cfg, name)) for name in parse_variants(args.variants)]
-    measure, finetune = common.measure_and_finetune(variants, tasks, args, root, progress)
+def run(ctx: Context):
+    variants = [(name, phases.variant_config(ctx.cfg, name)) for name in parse_variants(ctx.args.variants)]
+    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
     return None, measure, finetune
 
 
@@ -40,8 +41,11 @@ def _extra_args(p) -> None:
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
 
 
+SWEEP = Sweep("variants", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return common.sweep_main("variants", __doc__, run, argv, defaults=DEFAULTS, extra_args=_extra_args)
+    return sweep_main(SWEEP, argv)
 
 
 if __name__ == "__main__":

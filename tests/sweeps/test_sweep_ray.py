@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeps import common
+from sweeps import phases
+from sweeps.export import run_row
 from trainables.config import build_config
 from trainables.tune_adapters import pretrain_trainable
 
@@ -24,7 +25,7 @@ def _tuner(tmp_path, name, specs, **kw):
     from ray import tune
 
     return tune.Tuner(
-        tune.with_resources(common._flatten(pretrain_trainable), kw.pop("resources", {"CPU": 1})),
+        tune.with_resources(phases.flatten(pretrain_trainable), kw.pop("resources", {"CPU": 1})),
         param_space={"spec": tune.grid_search(specs), "probe_tasks": kw.pop("probe_tasks", PROBE),
                      "cpus_per_trial": 1, **kw.pop("extra", {})},
         tune_config=tune.TuneConfig(max_concurrent_trials=kw.pop("max_concurrent", 1), **kw),
@@ -43,7 +44,7 @@ def test_asha_stops_a_deliberately_bad_trial(ray_local, tmp_path):
     specs = [_spec("good"), _spec("bad", "optim.lr=3", "optim.warmup_frac=0")]
     asha = ASHAScheduler(time_attr="step", metric="probe_score", mode="max", max_t=8, grace_period=2, reduction_factor=2)
     grid = _tuner(tmp_path, "asha", specs, scheduler=asha).fit()
-    rows = {r["run_id"]: r for r in (common.run_row(res, "search") for res in grid)}
+    rows = {r["run_id"]: r for r in (run_row(res, "search") for res in grid)}
     assert rows["good"]["status"] == "completed" and rows["good"]["steps"] == 8
     assert rows["bad"]["status"] == "stopped_early" and rows["bad"]["steps"] < 8, rows["bad"]
     assert rows["bad"]["probe_score"] < rows["good"]["probe_score"]
@@ -52,7 +53,7 @@ def test_asha_stops_a_deliberately_bad_trial(ray_local, tmp_path):
 def test_nan_loss_is_recorded_as_failed_and_the_sweep_goes_on(ray_local, tmp_path):
     specs = [_spec("nan", "optim.lr=1e30", "optim.warmup_frac=0", "optim.grad_clip=0"), _spec("ok")]
     grid = _tuner(tmp_path, "nan", specs, probe_tasks=[]).fit()
-    rows = {r["run_id"]: r for r in (common.run_row(res, "measure") for res in grid)}
+    rows = {r["run_id"]: r for r in (run_row(res, "measure") for res in grid)}
     assert rows["nan"]["status"] == "failed" and "loss became" in rows["nan"]["stop_reason"]
     assert rows["ok"]["status"] == "completed"
 
@@ -63,7 +64,7 @@ def test_two_worker_gloo_ray_train_pretraining(ray_local, tmp_path):
                   extra={"workers": 2, "storage_path": str(tmp_path)}).fit()
     (result,) = list(grid)
     assert result.error is None, result.error
-    row = common.run_row(result, "measure")
+    row = run_row(result, "measure")
     assert row["status"] == "completed" and row["steps"] == 4 and row["checkpoint"]
     assert (Path(row["checkpoint"]) / "model.safetensors").exists()
 

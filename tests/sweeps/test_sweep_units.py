@@ -2,7 +2,8 @@
 
 import pytest
 
-from sweeps import common
+from sweeps import export as sweep_export
+from sweeps import phases
 from sweeps.mask_ratio import parse_ratios
 from sweeps.objective_weights import main as objective_weights_main
 from sweeps.variants import parse_variants
@@ -32,7 +33,7 @@ def test_variant_and_ratio_lists_are_validated():
 
 def test_measurement_specs_share_data_order_and_seed_weights_across_variants():
     cfg = build_config("smoke")
-    specs = common.measurement_specs([(v, common.variant_config(cfg, v)) for v in ("full", "none")], seeds=2)
+    specs = phases.measurement_specs([(v, phases.variant_config(cfg, v)) for v in ("full", "none")], seeds=2)
     assert [s["run_id"] for s in specs] == ["full-s0", "full-s1", "none-s0", "none-s1"]
     by_id = {s["run_id"]: s["cfg"] for s in specs}
     assert by_id["full-s1"]["run"]["seed"] == by_id["none-s1"]["run"]["seed"] == 1
@@ -42,8 +43,8 @@ def test_measurement_specs_share_data_order_and_seed_weights_across_variants():
 
 def test_variant_config_keeps_the_masking_recipe():
     cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3"])
-    assert common.variant_config(cfg, "mlm_only").objective.mask_ratio == 0.3
-    assert common.variant_config(cfg, "nsp_only").objective.mlm_weight == 0
+    assert phases.variant_config(cfg, "mlm_only").objective.mask_ratio == 0.3
+    assert phases.variant_config(cfg, "nsp_only").objective.mlm_weight == 0
 
 
 def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
@@ -55,10 +56,10 @@ def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
     from trainables import schema
 
     root = str(tmp_path / "exp")
-    common.export(root)
+    sweep_export.export(root)
     for name in schema.TABLES:
         meta = pq.read_schema(tmp_path / "exp" / "export" / f"{name}.parquet").metadata
         assert schema.version_of(meta) == schema.SCHEMA_VERSION and meta[schema.META_CODE]
     export = load_export(tmp_path / "exp" / "export")
-    assert set(export.objectives) == set(common.WEIGHT_OBJECTIVES)
-    assert list(export.runs.columns) == [c.name for c in schema.columns("runs", common.WEIGHT_OBJECTIVES)]
+    assert set(export.objectives) == set(sweep_export.WEIGHT_OBJECTIVES)
+    assert list(export.runs.columns) == [c.name for c in schema.columns("runs", sweep_export.WEIGHT_OBJECTIVES)]

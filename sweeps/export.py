@@ -1,0 +1,143 @@
+"""The sweep export: ``<root>/export/{runs,evals,predictions}.parquet`` in ``trainables.schema``.
+
+    python -m sweeps.export <storage>/<name>     # rebuild export/ from the experiment directories
+
+One runs row per pretraining trial (search and measure phases), the evals and predictions rows that
+each fine-tuning trial returned as its checkpoint. Written atomically (temp file, then rename) on a
+local path, s3:// or gs://.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trainables import schema
+
+log = logging.getLogger("sweeps")
+WEIGHT_OBJECTIVES = ("mlm", "nsp", "sop")
+
+
+def run_row(result, phase: str) -> dict[str, Any]:
+    """One ``runs.parquet`` row from a Tune result of a pretraining trial."""
+    from trainables.tune_adapters import trial_config
+
+    config = {**{k: v for k, v in result.config.items() if k != "spec"}, **result.config.get("spec", {})}
+    cfg = trial_config(config)
+    m = result.metrics or {}
+    if result.error is not None:
+        status, reason = "failed", str(result.error).strip().splitlines()[-1][:500]
+    elif m.get("failed"):
+        status, reason = "failed", str(m.get("stop_reason", ""))
+    elif m.get("final"):
+        status, reason = "completed", ""
+    else:
+        status, reason = "stopped_early", f"ASHA stopped it at step {int(m.get('step', 0))} (probe_score below the rung cutoff)"
+    nan = float("nan")
+    o = cfg.objective
+    return {
+        "run_id": config.get("run_id") or f"search-{m.get('trial_id', result.path.rsplit('/', 1)[-1])}",
+        "phase": phase, "variant": config.get("variant", o.variant), "mlm_weight": o.mlm_weight,
+        "nsp_weight": o.nsp_weight, "sop_weight": o.sop_weight, "mask_ratio": o.mask_ratio,
+        "input_format": o.input_format, "pretrain_seed": cfg.run.seed, "status": status, "stop_reason": reason,
+        "steps": int(m.get("step", 0) or 0), "tokens_seen": int(m.get("tokens_seen", 0) or 0),
+        "epochs": float(m.get("epoch", nan)), "wall_time_s": float(m.get("wall_time_s", m.get("time_total_s", nan))),
+        "mlm_acc": float(m.get("eval/mlm_acc", nan)), "mlm_ppl": float(m.get("eval/mlm_ppl", nan)),
+        "pair_acc_nsp": float(m.get("eval/pair_acc_nsp", nan)), "pair_acc_sop": float(m.get("eval/pair_acc_sop", nan)),
+        "cls_cosine": float(m.get("eval/cls_cosine", nan)), "token_cosine": float(m.get("eval/token_cosine", nan)),
+        "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
+        "checkpoint": _checkpoint_of(result) if status == "completed" else "",
+        "config_json": cfg.to_json(),
+    }
+
+
+def _checkpoint_of(result) -> str:
+    """The trial's last checkpoint as a URI; Ray Train trials pass theirs as ``checkpoint_path``
+    (TuneReportCallback), in the same storage filesystem as the trial."""
+    from trainables.tune_adapters import checkpoint_uri
+
+    if result.checkpoint is not None:
+        return checkpoint_uri(result.checkpoint)
+    path = (result.metrics or {}).get("checkpoint_path", "")
+    scheme = {"s3": "s3", "gcs": "gs"}.get(getattr(result.filesystem, "type_name", "local"), "")
+    return f"{scheme}://{path}" if path and scheme else path
+
+
+def finetune_tables(grid) -> tuple[list[pa.Table], list[pa.Table], int]:
+    evals, preds, failed = [], [], 0
+    for result in grid:
+        if result.error is not None or result.checkpoint is None:
+            failed += 1
+            continue
+        with result.checkpoint.as_directory() as d:
+            evals.append(pq.read_table(Path(d) / "evals.parquet"))
+            preds.append(pq.read_table(Path(d) / "predictions.parquet"))
+    return evals, preds, failed
+
+
+def write_table(table: pa.Table, root: str, name: str) -> str:
+    """Write ``<root>/export/<name>.parquet`` atomically (temp file, then rename) on any filesystem."""
+    import pyarrow.fs as pafs
+
+    if "://" in root:
+        fs, base = pafs.FileSystem.from_uri(root)
+    else:
+        fs, base = pafs.LocalFileSystem(), root
+    fs.create_dir(f"{base}/export", recursive=True)
+    final, tmp = f"{base}/export/{name}.parquet", f"{base}/export/.{name}.parquet.tmp"
+    with fs.open_output_stream(tmp) as f:
+        pq.write_table(table, f)
+    fs.move(tmp, final)
+    return final
+
+
+def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -> str:
+    from trainables.checkpoint import code_version
+
+    version = code_version()
+    rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]
+    runs = schema.build_table("runs", rows, WEIGHT_OBJECTIVES, version)
+    evals, preds, failed = finetune_tables(finetune_grid or [])
+    if failed:
+        log.warning("%d fine-tuning trials failed; their rows are missing from evals.parquet", failed)
+    for name, parts in (("evals", evals), ("predictions", preds)):
+        empty = schema.build_table(name, [], code_version=version)
+        table = pa.concat_tables([t.cast(empty.schema) for t in parts]) if parts else empty
+        write_table(table.replace_schema_metadata(empty.schema.metadata), root, name)
+    write_table(runs, root, "runs")
+    return f"{root}/export"
+
+
+def export_from_experiment(root: str) -> str:
+    """Rebuild ``export/`` from the experiment directories alone (no trial is run)."""
+
+    from ray import tune
+
+    from trainables.tune_adapters import finetune_trainable, pretrain_trainable
+
+    grids = {}
+    for name, trainable in (("search", pretrain_trainable), ("measure", pretrain_trainable),
+                            ("finetune", finetune_trainable)):
+        path = f"{root}/{name}"
+        grids[name] = tune.Tuner.restore(path, trainable).get_results() if tune.Tuner.can_restore(path) else None
+    return export(root, grids["search"], grids["measure"], grids["finetune"])
+
+def main(argv: list[str] | None = None) -> int:
+    from sweeps.runner import configure_logging
+
+    p = argparse.ArgumentParser(prog="python -m sweeps.export", description=__doc__.splitlines()[0])
+    p.add_argument("root", help="the experiment directory, <storage>/<name>")
+    args = p.parse_args(argv)
+    configure_logging(False)
+    print(export_from_experiment(args.root if "://" in args.root else str(Path(args.root).resolve())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The frame every sweep script shares: parse, validate, announce, prepare data, start Ray, run, export,
+report. A script is a ``Sweep``: its run function (the phases it runs) and, where it differs from the
+default, how it parses its arguments, builds its config, announces itself and reports.
+
+    SWEEP = Sweep("variants", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+    def main(argv=None): return sweep_main(SWEEP, argv)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from sweeps.cli import base_config, build_parser, experiment_root
+from sweeps.export import export
+from sweeps.progress import Progress
+from sweeps.runner import configure_logging, init_ray
+from trainables.config import ConfigError, ExperimentConfig
+from trainables.data.text import CorpusError
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a sweep's run function gets: the validated config, the arguments, where results go."""
+
+    cfg: ExperimentConfig
+    args: argparse.Namespace
+    root: str
+    tasks: list[str]
+    progress: Progress
+
+
+def prepare_local_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True) -> None:
+    """Fetch the built-in data and build the tokenizer/token caches once, before trials race for them."""
+    from trainables.pretrain import build_pretraining_data
+    from trainables.tasks import load_task
+
+    if corpus:
+        build_pretraining_data(cfg)
+    for name in task_names:
+        load_task(name, cfg.data.cache_dir or None)
+
+
+def final_report(root: str, out=sys.stdout) -> str | None:
+    """Analysis of the export: the contribution table on the terminal, Markdown/CSV/PNG beside it."""
+    export_dir = f"{root}/export"
+    if "://" in root:
+        print(f"export: {export_dir} (run `python -m analysis.report` on a local copy for the table)", file=out)
+        return None
+    from analysis.report import build_report, format_table, write_report
+
+    report = build_report(export_dir)
+    print(format_table(report), file=out)
+    paths = write_report(report, f"{root}/report")
+    return str(Path(paths[0]).parent) if paths else None
+
+
+def default_parse(sweep: "Sweep", argv: list[str] | None) -> argparse.Namespace:
+    p = build_parser(f"python sweeps/{sweep.script}.py", sweep.doc.split("\n\n")[0])
+    if sweep.extra_args:
+        sweep.extra_args(p)
+    known, _ = p.parse_known_args(argv)
+    p.set_defaults(**sweep.defaults.get(known.preset, sweep.defaults["cpu-small"]))
+    return p.parse_args(argv)
+
+
+def default_announce(ctx: Context) -> str:
+    a = ctx.args
+    return (f"sweep {a.name}: preset {a.preset}, corpus {ctx.cfg.data.corpus}, tasks {','.join(ctx.tasks)}; "
+            f"{a.num_samples} search trials, {a.seeds} pretraining x {a.finetune_seeds} fine-tuning seeds")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep script. ``run(ctx)`` runs its phases and returns the (search, measure, finetune) grids."""
+
+    script: str
+    doc: str
+    run: Callable[[Context], tuple]
+    defaults: dict[str, dict]
+    extra_args: Callable[[argparse.ArgumentParser], None] | None = None
+    parse: Callable[["Sweep", list[str] | None], argparse.Namespace] = default_parse
+    configure: Callable[[argparse.Namespace], ExperimentConfig] = base_config
+    announce: Callable[[Context], str] = default_announce
+    report: Callable[[str], str | None] = final_report
+
+
+def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
+    """Parse, validate, announce, prepare the data, start Ray, run the phases, export and report.
+    Bad input anywhere before the trials start is one line on stderr and exit status 2."""
+    t0 = time.time()
+    try:
+        args = sweep.parse(sweep, argv)
+        configure_logging(args.quiet)
+        cfg = sweep.configure(args)
+        root = experiment_root(args, sweep.script)
+        from trainables.tasks import resolve_tasks
+
+        ctx = Context(cfg, args, root, resolve_tasks(cfg.finetune.tasks), Progress(quiet=args.quiet))
+        print(f"{sweep.announce(ctx)}\nresults: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
+        prepare_local_data(cfg, ctx.tasks)
+        init_ray(args)
+        export_dir = export(root, *sweep.run(ctx))
+    except (ConfigError, CorpusError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return finish(root, export_dir, t0, sweep.report)
+
+
+def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | None]) -> int:
+    """The last lines every sweep prints: where the export, the report and the TensorBoard logs are."""
+    print(f"\nexport: {export_dir}", flush=True)
+    report_dir = report(root)
+    print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
+          f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
+    return 0

@@ -1,0 +1,109 @@
+"""The measurement grid and its fine-tuning as Tune phases, shared by every sweep script.
+
+``measure``: named variants x pretraining seeds at full budget; ``finetune``: each completed
+measurement run x fine-tuning seeds on the task suite. Every variant of one pretraining seed has the
+same initial weights and data; only the loss differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from ray import tune
+
+from sweeps.export import run_row
+from sweeps.runner import Phase, run_phase
+from trainables.config import ExperimentConfig, objective_for_variant
+
+log = logging.getLogger("sweeps")
+
+MEASURE_VARIANTS = ("full", "mlm_only", "nsp_only", "none")
+
+
+def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int) -> list[dict]:
+    """One spec per (variant, pretraining seed): same data order (data_seed) and initial weights (seed)."""
+    specs = []
+    for name, vcfg in variants:
+        for seed in range(seeds):
+            run = vcfg.replace(run=dataclasses.replace(vcfg.run, seed=seed, checkpoint_every=vcfg.run.eval_every))
+            specs.append({"run_id": f"{name}-s{seed}", "variant": name, "pretrain_seed": seed, "phase": "measure",
+                          "cfg": run.to_dict()})
+    return specs
+
+
+def variant_config(cfg: ExperimentConfig, name: str, **objective_changes) -> ExperimentConfig:
+    o = cfg.objective
+    keep = {"mask_ratio": o.mask_ratio, "mask_token_frac": o.mask_token_frac, "random_token_frac": o.random_token_frac,
+            "static_masking": o.static_masking, "eval_mask_ratio": o.eval_mask_ratio}
+    return cfg.replace(objective=objective_for_variant(name, **{**keep, **objective_changes}))
+
+
+def pretrain_resources(args) -> dict[str, float]:
+    if args.workers_per_trial > 1 or args.gpus_per_trial > 0:
+        return {"CPU": 0, "memory": 2**28}  # the trial only drives a TorchTrainer, which requests its own workers
+    return {"CPU": args.cpus_per_trial}
+
+
+def common_trial_config(args, root: str, probe_tasks: list[str]) -> dict[str, Any]:
+    return {"cpus_per_trial": args.cpus_per_trial, "gpus_per_trial": args.gpus_per_trial,
+            "workers": args.workers_per_trial, "probe_tasks": probe_tasks, "storage_path": root}
+
+
+def measure_phase(specs: list[dict], args, root: str, probe_tasks: list[str]) -> Phase:
+
+    from trainables.tune_adapters import pretrain_trainable
+
+    return Phase("measure", flatten(pretrain_trainable),
+                 {"spec": tune.grid_search(specs), **common_trial_config(args, root, probe_tasks)},
+                 pretrain_resources(args), max_concurrent=args.max_concurrent)
+
+
+def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
+    """Each completed measurement run x fine-tuning seed, as Ray trials (they spread over a cluster)."""
+
+    from trainables.tune_adapters import finetune_trainable
+
+    specs = [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
+              "tasks": tasks} for m in measured for s in range(args.finetune_seeds)]
+    for spec in specs:
+        spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}"
+    return Phase("finetune", flatten(finetune_trainable),
+                 {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial},
+                 {"CPU": args.cpus_per_trial}, max_concurrent=args.max_concurrent)
+
+def flatten(trainable):
+    """Trials get ``{"spec": {...}, common...}``; the trainables read one flat dict."""
+
+    def run(config):
+        return trainable({**{k: v for k, v in config.items() if k != "spec"}, **config.get("spec", {})})
+
+    run.__name__ = trainable.__name__
+    return run
+
+
+def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: list[str], args, root: str,
+                         progress, probe_tasks: list[str] = ()):
+    """The measurement grid (variants x pretraining seeds) and its fine-tuning (x fine-tuning seeds)."""
+    specs = measurement_specs(variants, args.seeds)
+    measure = run_phase(measure_phase(specs, args, root, list(probe_tasks)), root, args, progress)
+    measured = completed_measurements(measure)
+    if not measured or not args.finetune_seeds:
+        print("no completed measurement run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
+              flush=True)
+        return measure, None
+    finetune = run_phase(finetune_phase(measured, tasks, args), root, args, progress)
+    return measure, finetune
+
+def completed_measurements(measure_grid) -> list[dict]:
+    out = []
+    for r in measure_grid:
+        row = run_row(r, "measure")
+        if row["status"] == "completed":
+            spec = r.config["spec"]
+            out.append({"run_id": spec["run_id"], "cfg": spec["cfg"], "checkpoint": row["checkpoint"]})
+        else:
+            log.warning("measurement run %s is %s (%s): it gets no fine-tuning", row["run_id"], row["status"],
+                        row["stop_reason"])
+    return out

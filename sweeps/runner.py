@@ -1,0 +1,84 @@
+"""Ray set-up and one Tune experiment per phase: ``init_ray``, ``Phase``, ``run_phase``, logging.
+
+A phase is a Tune experiment at ``<root>/<phase.name>``; ``--resume`` restores it with
+``Tuner.restore`` so finished trials are not run again. Trial directories are named by run id
+(variant and seed), which is what TensorBoard shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ray import tune
+
+from trainables.config import ConfigError
+
+
+def init_ray(args: argparse.Namespace) -> None:
+    import ray
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
+    if args.address:
+        ray.init(address=args.address, log_to_driver=False)
+    else:
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level=logging.WARNING)
+
+
+@dataclass
+class Phase:
+    name: str  # search | measure | finetune
+    trainable: Callable
+    param_space: dict[str, Any]
+    resources: dict[str, float]
+    num_samples: int = 1
+    search_alg: Any = None
+    scheduler: Any = None
+    max_concurrent: int = 0
+
+
+def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.Callback):
+    """Run (or, with --resume, restore and finish) one Tune experiment at ``<root>/<phase.name>``."""
+
+    trainable = tune.with_resources(phase.trainable, phase.resources)
+    path = f"{root}/{phase.name}"
+    progress.phase = phase.name
+    if tune.Tuner.can_restore(path):
+        if not args.resume:
+            raise ConfigError(f"experiment {path} already exists; add --resume to continue it, or choose another --name")
+        tuner = tune.Tuner.restore(path, trainable, resume_errored=True, param_space=phase.param_space)
+    else:
+        tuner = tune.Tuner(
+            trainable, param_space=phase.param_space,
+            tune_config=tune.TuneConfig(num_samples=phase.num_samples, search_alg=phase.search_alg,
+                                        scheduler=phase.scheduler, max_concurrent_trials=phase.max_concurrent or None,
+                                        trial_dirname_creator=_trial_dirname, trial_name_creator=_trial_name),
+            run_config=tune.RunConfig(
+                name=phase.name, storage_path=root, callbacks=[progress], verbose=0,
+                failure_config=tune.FailureConfig(max_failures=2),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+    return tuner.fit()
+
+
+def _trial_name(trial) -> str:
+    spec = trial.config.get("spec", {})
+    return spec.get("run_id_ft") or spec.get("run_id") or f"search-{trial.trial_id}"
+
+
+def _trial_dirname(trial) -> str:
+    return _trial_name(trial)  # TensorBoard shows runs by this name: variant and seed
+
+
+def configure_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(message)s",
+                        datefmt="%H:%M:%S")
+    for noisy in ("ray", "transformers", "datasets", "filelock", "urllib3", "optuna"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
