@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 from trainables import schema
 
 log = logging.getLogger("sweeps")
-WEIGHT_OBJECTIVES = ("mlm", "nsp", "sop")
 
 
 def run_row(result, phase: str) -> dict[str, Any]:
@@ -43,8 +42,8 @@ def run_row(result, phase: str) -> dict[str, Any]:
     o = cfg.objective
     return {
         "run_id": config.get("run_id") or f"search-{m.get('trial_id', result.path.rsplit('/', 1)[-1])}",
-        "phase": phase, "variant": config.get("variant", o.variant), "mlm_weight": o.mlm_weight,
-        "nsp_weight": o.nsp_weight, "sop_weight": o.sop_weight, "mask_ratio": o.mask_ratio,
+        "phase": phase, "variant": config.get("variant", o.variant),
+        **{f"{n}_weight": w for n, w in o.weights.items()}, "mask_ratio": o.mask_ratio,
         "input_format": o.input_format, "pretrain_seed": cfg.run.seed, "status": status, "stop_reason": reason,
         "steps": int(m.get("step", 0) or 0), "tokens_seen": int(m.get("tokens_seen", 0) or 0),
         "epochs": float(m.get("epoch", nan)), "wall_time_s": float(m.get("wall_time_s", m.get("time_total_s", nan))),
@@ -101,8 +100,10 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
     from trainables.checkpoint import code_version
 
     version = code_version()
+    from trainables.objectives import OBJECTIVES
+
     rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]
-    runs = schema.build_table("runs", rows, WEIGHT_OBJECTIVES, version)
+    runs = schema.build_table("runs", rows, tuple(OBJECTIVES), version)
     evals, preds, failed = finetune_tables(finetune_grid or [])
     if failed:
         log.warning("%d fine-tuning trials failed; their rows are missing from evals.parquet", failed)

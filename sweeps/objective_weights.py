@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x
 from sweeps import phases  # noqa: E402
 from sweeps.frame import Context, Sweep, prepare_local_data, sweep_main  # noqa: E402
 from sweeps.runner import Phase, run_phase  # noqa: E402
-from trainables.config import ExperimentConfig  # noqa: E402
+from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 
 # What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
 DEFAULTS = {
@@ -37,6 +37,18 @@ DEFAULTS = {
 PROBE_TASKS = ("sentiment", "topic")
 
 
+def searched_objectives(args) -> list[str]:
+    """--objectives, or MLM and the --pair objective (BERT's own pair of losses)."""
+    from trainables.objectives import OBJECTIVES
+
+    names = [n.strip() for n in (args.objectives or f"mlm,{args.pair}").split(",") if n.strip()]
+    bad = [n for n in names if n not in OBJECTIVES]
+    if bad or not names:
+        raise ConfigError(f"--objectives {args.objectives!r}: unknown {bad or 'empty list'}; allowed: "
+                          f"{', '.join(OBJECTIVES)}")
+    return names
+
+
 def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
@@ -44,13 +56,15 @@ def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
     from ray.tune.search.optuna import OptunaSearch
     from optuna.samplers import TPESampler
 
+    from trainables.objectives import OBJECTIVES
     from trainables.tune_adapters import pretrain_trainable
 
-    pair = f"{args.pair}_weight"
-    space = {"mlm_weight": tune.uniform(0.1, 2.0), pair: tune.uniform(0.0, 2.0), "mask_ratio": tune.uniform(0.1, 0.5)}
-    start = {"mlm_weight": 1.0, pair: 1.0, "mask_ratio": 0.15}  # BERT's own mix is the first point
+    names = searched_objectives(args)
+    space = {f"{n}_weight": tune.uniform(*OBJECTIVES[n].search) for n in names}
+    space["mask_ratio"] = tune.uniform(0.1, 0.5)
+    start = {**{f"{n}_weight": 1.0 for n in names}, "mask_ratio": 0.15}  # BERT's own mix is the first point
     rungs = max(cfg.optim.max_steps // 4, 1)
-    search_cfg = cfg.replace(objective=_mix(cfg, "custom", **start),
+    search_cfg = cfg.replace(objective=_mix(cfg, "custom", start),
                              run=replace(cfg.run, eval_every=rungs, checkpoint_every=rungs))
     searcher = OptunaSearch(metric="probe_score", mode="max", points_to_evaluate=[start],
                             sampler=TPESampler(seed=cfg.run.seed, n_startup_trials=max(args.num_samples // 2, 1)))
@@ -58,21 +72,29 @@ def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
     asha = ASHAScheduler(time_attr="step", metric="probe_score", mode="max", max_t=max(cfg.optim.max_steps, 1),
                          grace_period=rungs, reduction_factor=2)
     return Phase("search", phases.flatten(pretrain_trainable),
-                        {**space, "cfg": search_cfg.to_dict(), "phase": "search",
-                         **phases.common_trial_config(args, root, list(PROBE_TASKS))},
-                        phases.pretrain_resources(args), num_samples=args.num_samples,
-                        search_alg=ConcurrencyLimiter(searcher, max_concurrent=limit), scheduler=asha)
+                 {**space, "cfg": search_cfg.to_dict(), "phase": "search",
+                  **phases.common_trial_config(args, root, list(PROBE_TASKS))},
+                 phases.pretrain_resources(args), num_samples=args.num_samples,
+                 search_alg=ConcurrencyLimiter(searcher, max_concurrent=limit), scheduler=asha)
 
 
-def _mix(cfg: ExperimentConfig, name: str, **weights: float):
-    """A pair-input objective named ``name`` with the given weights (the other pair loss off)."""
-    base = {"mlm_weight": 0.0, "nsp_weight": 0.0, "sop_weight": 0.0}
-    return replace(phases.variant_config(cfg, "full").objective, variant=name, **{**base, **weights})
+def _mix(cfg: ExperimentConfig, name: str, values: dict[str, float]):
+    """An objective named ``name`` with the given ``<objective>_weight`` values (others off) and mask ratio,
+    on pair inputs (BERT's format: the searched pair loss may be switched on)."""
+    weights = {k[:-len("_weight")]: v for k, v in values.items() if k.endswith("_weight")}
+    changes = {"mask_ratio": values["mask_ratio"]} if "mask_ratio" in values else {}
+    return replace(phases.variant_config(cfg, "full").objective, variant=name, weights=weights, **changes)
+
+
+def _value(objective, key: str) -> float:
+    return objective.mask_ratio if key == "mask_ratio" else objective.weights[key[:-len("_weight")]]
 
 
 def best_mix(search_grid) -> dict[str, float] | None:
     """The completed (full-budget) trial with the highest final probe score; ASHA-stopped trials are
     excluded so that a trial cut short at a lucky rung cannot win."""
+    from trainables.tune_adapters import searched_keys
+
     best, best_score = None, -math.inf
     for r in search_grid:
         m = r.metrics or {}
@@ -80,7 +102,7 @@ def best_mix(search_grid) -> dict[str, float] | None:
             best, best_score = r.config, m["probe_score"]
     if best is None:
         return None
-    return {k: float(best[k]) for k in ("mlm_weight", "nsp_weight", "sop_weight", "mask_ratio") if k in best}
+    return {k: float(best[k]) for k in searched_keys() if k in best}
 
 
 def run(ctx: Context):
@@ -90,11 +112,11 @@ def run(ctx: Context):
     variants = [(name, phases.variant_config(cfg, name)) for name in phases.MEASURE_VARIANTS]
     mix = best_mix(search) if search is not None else None
     full = phases.variant_config(cfg, "full").objective
-    if mix and all(abs(getattr(full, k) - v) < 1e-9 for k, v in mix.items()):
+    if mix and all(abs(_value(full, k) - v) < 1e-9 for k, v in mix.items()):
         print(f"best mix found: {mix}, which is BERT's own mix (= full): not measured twice", flush=True)
     elif mix:
         print(f"best mix found: {mix}", flush=True)
-        variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", **mix))))
+        variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", mix))))
     elif search is not None:
         print("no search trial completed its full budget: best_mix is not measured", flush=True)
     # Measurement runs are scored by fine-tuning; probing them at every evaluation would cost the budget.
@@ -104,6 +126,8 @@ def run(ctx: Context):
 
 def _extra_args(p) -> None:
     p.add_argument("--pair", choices=("nsp", "sop"), default="nsp", help="the pair objective searched beside MLM")
+    p.add_argument("--objectives", help="the objectives whose weights are searched, comma-separated "
+                                        "(default: mlm and --pair)")
 
 
 SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)

@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x
 
 from sweeps import phases  # noqa: E402
 from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
-from trainables.config import VARIANTS, ConfigError  # noqa: E402
+from trainables.config import ConfigError  # noqa: E402
+from trainables.objectives import VARIANTS  # noqa: E402
 
 DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from trainables.config import (PRESETS, VARIANTS, ConfigError, ModelConfig, ObjectiveConfig, apply_overrides,
-                               build_config, from_dict, objective_for_variant)
+from trainables.config import (PRESETS, ConfigError, ModelConfig, ObjectiveConfig, apply_overrides, build_config,
+                               from_dict, objective_for_variant)
+from trainables.objectives import OBJECTIVES, VARIANTS
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -37,6 +38,7 @@ def test_mlm_only_defaults_to_single_segments_and_full_to_pairs():
     ("objective.mask_ratio=0", "mask_ratio"),
     ("objective.mlm_weight=-1", "mlm_weight"),
     ("objective.sop_weight=1", "sop_weight"),  # full has NSP on: both pair losses at once
+    ("objective.rtdd_weight=1", "objective.rtdd_weight"),
     ("data.seq_len=4096", "max_position"),
     ("objective.bogus=1", "objective.bogus"),
     ("nosuch.key=1", "nosuch.key"),
@@ -50,9 +52,11 @@ def test_bad_values_give_one_line_errors_naming_them(override, names):
 
 def test_all_zero_weights_only_for_none():
     with pytest.raises(ConfigError, match="only 'none'"):
-        ObjectiveConfig(variant="full", mlm_weight=0, nsp_weight=0, sop_weight=0)
+        ObjectiveConfig(variant="full", weights={"mlm": 0, "nsp": 0})
     with pytest.raises(ConfigError, match="none"):
-        ObjectiveConfig(variant="none", mlm_weight=1, nsp_weight=0)
+        ObjectiveConfig(variant="none", weights={"mlm": 1})
+    with pytest.raises(ConfigError, match="registered objectives: mlm, nsp"):
+        ObjectiveConfig(weights={"mlmm": 1})
 
 
 def test_unknown_preset_and_variant_list_valid_names():
@@ -67,8 +71,19 @@ def test_overrides_are_typed_and_variant_override_brings_its_weights():
                                                           "run.tensorboard=false"])
     assert cfg.objective.mask_ratio == 0.3 and cfg.optim.max_steps == 5 and cfg.run.tensorboard is False
     cfg = apply_overrides(cfg, ["objective.variant=mlm_only"])
-    assert cfg.objective.nsp_weight == 0 and cfg.objective.input_format == "single"
+    assert cfg.objective.weights["nsp"] == 0 and cfg.objective.input_format == "single"
     assert cfg.objective.mask_ratio == 0.3
+    assert apply_overrides(cfg, ["objective.variant=full", "objective.nsp_weight=0.5"]).objective.weights == \
+        {**{n: 0.0 for n in OBJECTIVES}, "mlm": 1.0, "nsp": 0.5}
+
+
+def test_weights_cover_every_registered_objective_and_old_spellings_load():
+    o = build_config("smoke", "mlm_only").objective
+    assert list(o.weights) == list(OBJECTIVES) and o.active == ("mlm",)
+    old = build_config("smoke").to_dict()
+    old["objective"] = {k: v for k, v in old["objective"].items() if k != "weights"}
+    old["objective"].update(mlm_weight=1.0, nsp_weight=0.0, sop_weight=1.0)  # a run.json from before the registry
+    assert from_dict(old).objective.weights == {**{n: 0.0 for n in OBJECTIVES}, "mlm": 1.0, "sop": 1.0}
 
 
 def test_heads_must_divide_hidden():

@@ -57,7 +57,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
     ctx = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else (lambda: torch.autocast("cpu", enabled=False))
 
     ours_model = build_model(cfg.model, sp.vocab_size, sp.pad, 0).to(dev)
-    ours = SparsePretrainer(ours_model, need_mlm=True, need_pair=True)
+    ours = SparsePretrainer(ours_model, {"mlm", "pair"})
     ours_opt, _ = build_optimizer(ours_model, cfg)
 
     def ours_step(b, i):

@@ -52,28 +52,29 @@ class ModelConfig:
         _require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
 
 
-# A variant is a named set of loss weights plus the input format it defaults to; never a code path.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "full": dict(mlm_weight=1.0, nsp_weight=1.0, sop_weight=0.0, input_format="pair"),
-    "mlm_only": dict(mlm_weight=1.0, nsp_weight=0.0, sop_weight=0.0, input_format="single"),
-    "nsp_only": dict(mlm_weight=0.0, nsp_weight=1.0, sop_weight=0.0, input_format="pair"),
-    "sop_only": dict(mlm_weight=0.0, nsp_weight=0.0, sop_weight=1.0, input_format="pair"),
-    "mlm_sop": dict(mlm_weight=1.0, nsp_weight=0.0, sop_weight=1.0, input_format="pair"),
-    "none": dict(mlm_weight=0.0, nsp_weight=0.0, sop_weight=0.0, input_format="pair"),
-}
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
 INPUT_FORMATS = ("single", "pair")
 
 
+def _registry():
+    """The objective registry (imported on first use: the objectives import the model, which is heavy)."""
+    from trainables import objectives
+
+    return objectives
+
+
+def _default_weights() -> dict[str, float]:
+    return {"mlm": 1.0, "nsp": 1.0}
+
+
 @dataclass(frozen=True)
 class ObjectiveConfig:
-    """Which losses are on, their weights, the MLM masking recipe and the input format."""
+    """Which losses are on (``weights``, keyed by registered objective), the MLM masking recipe and the
+    input format. ``weights`` is normalised to every registered objective, in registry order."""
 
     variant: str = "full"
-    mlm_weight: float = 1.0
-    nsp_weight: float = 1.0
-    sop_weight: float = 0.0
+    weights: dict[str, float] = field(default_factory=_default_weights)
     input_format: str = "pair"  # "single" (RoBERTa FULL-SENTENCES style) or "pair" (segment A/B)
     mask_ratio: float = 0.15
     mask_token_frac: float = 0.8  # of masked positions: replaced by [MASK]
@@ -82,11 +83,15 @@ class ObjectiveConfig:
     eval_mask_ratio: float = 0.15  # fixed for every variant so held-out MLM metrics compare
 
     def __post_init__(self):
-        _choice("objective.variant", self.variant, tuple(VARIANTS) + CUSTOM_VARIANTS)
+        reg = _registry()
+        unknown = sorted(set(self.weights) - set(reg.OBJECTIVES))
+        _require(not unknown, f"objective weights for {unknown} are not valid; registered objectives: "
+                              f"{', '.join(reg.OBJECTIVES)}")
+        object.__setattr__(self, "weights", {n: float(self.weights.get(n, 0.0)) for n in reg.OBJECTIVES})
+        _choice("objective.variant", self.variant, tuple(reg.VARIANTS) + CUSTOM_VARIANTS)
         _choice("objective.input_format", self.input_format, INPUT_FORMATS)
-        for name in ("mlm_weight", "nsp_weight", "sop_weight"):
-            w = getattr(self, name)
-            _require(w >= 0.0 and w == w, f"objective.{name}={w} must be >= 0")
+        for name, w in self.weights.items():
+            _require(w >= 0.0 and w == w, f"objective.{name}_weight={w} must be >= 0")
         _require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
         _require(0.0 < self.eval_mask_ratio < 1.0,
                  f"objective.eval_mask_ratio={self.eval_mask_ratio} must be in (0, 1)")
@@ -94,9 +99,10 @@ class ObjectiveConfig:
                  and self.mask_token_frac + self.random_token_frac <= 1.0,
                  f"objective.mask_token_frac={self.mask_token_frac} + random_token_frac="
                  f"{self.random_token_frac} must each be in [0, 1] and sum to <= 1")
-        _require(not (self.nsp_weight > 0 and self.sop_weight > 0),
-                 f"objective.nsp_weight={self.nsp_weight} and sop_weight={self.sop_weight}: NSP and SOP "
-                 "share one pair head; turn one of them off")
+        pairs = {n: reg.OBJECTIVES[n].pairs for n in self.active if reg.OBJECTIVES[n].pairs}
+        _require(len(set(pairs.values())) <= 1,
+                 f"objective weights {', '.join(f'{n}_weight={self.weights[n]}' for n in pairs)}: "
+                 f"{' and '.join(pairs)} need differently built pairs and share one pair head; turn one of them off")
         if self.variant == "none":
             _require(self.total_weight == 0.0,
                      "objective.variant='none' means no pretraining; its weights must all be 0")
@@ -108,27 +114,28 @@ class ObjectiveConfig:
                               "pair loss; use input_format='pair'")
 
     @property
+    def active(self) -> tuple[str, ...]:
+        """The objectives with a positive weight, in registry order."""
+        return tuple(n for n, w in self.weights.items() if w > 0)
+
+    @property
     def total_weight(self) -> float:
-        return self.mlm_weight + self.nsp_weight + self.sop_weight
+        return sum(self.weights.values())
 
     @property
     def pair_task(self) -> str | None:
-        """'nsp' or 'sop' when a pair loss is on: it decides how pair inputs are built."""
-        if self.nsp_weight > 0:
-            return "nsp"
-        if self.sop_weight > 0:
-            return "sop"
-        return None
-
-    @property
-    def weights(self) -> dict[str, float]:
-        return {"mlm": self.mlm_weight, "nsp": self.nsp_weight, "sop": self.sop_weight}
+        """The pair construction an active objective needs ('nsp' or 'sop'), which decides how pair
+        inputs are built; None when no active objective needs one."""
+        reg = _registry()
+        return next((reg.OBJECTIVES[n].pairs for n in self.active if reg.OBJECTIVES[n].pairs), None)
 
 
 def objective_for_variant(name: str, **changes: Any) -> ObjectiveConfig:
     """The objective of a named variant, with optional field changes (e.g. mask_ratio)."""
-    _choice("variant", name, tuple(VARIANTS))
-    return ObjectiveConfig(variant=name, **{**VARIANTS[name], **changes})
+    variants = _registry().VARIANTS
+    _choice("variant", name, tuple(variants))
+    v = variants[name]
+    return ObjectiveConfig(variant=name, **{"weights": dict(v.weights), "input_format": v.input_format, **changes})
 
 
 @dataclass(frozen=True)
@@ -286,11 +293,22 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
         if isinstance(sub, cls):
             built[name] = sub
             continue
+        if name == "objective":
+            sub = _weights_from_flat(sub)
         valid = {f.name for f in fields(cls)}
         bad = set(sub) - valid
         _require(not bad, f"unknown key(s) {sorted(f'{name}.{k}' for k in bad)}; allowed: {', '.join(sorted(valid))}")
         built[name] = cls(**sub)
     return ExperimentConfig(preset=d.get("preset", "custom"), **built)
+
+
+def _weights_from_flat(sub: dict[str, Any]) -> dict[str, Any]:
+    """``<objective>_weight`` keys (the command line's and older run.json files' spelling) -> ``weights``."""
+    flat = {k: v for k, v in sub.items() if k.endswith("_weight") and k[:-len("_weight")] in _registry().OBJECTIVES}
+    if not flat:
+        return sub
+    rest = {k: v for k, v in sub.items() if k not in flat}
+    return {**rest, "weights": {**rest.get("weights", {}), **{k[:-len("_weight")]: v for k, v in flat.items()}}}
 
 
 def _parse_value(text: str, current: Any, key: str) -> Any:
@@ -317,23 +335,36 @@ def _parse_value(text: str, current: Any, key: str) -> Any:
 
 
 def apply_overrides(cfg: ExperimentConfig, overrides: list[str] | tuple[str, ...] | dict[str, Any]) -> ExperimentConfig:
-    """Apply ``section.key=value`` overrides (strings from the CLI, or a dict of typed values)."""
-    items = overrides.items() if isinstance(overrides, dict) else [_split_override(o) for o in overrides]
+    """Apply ``section.key=value`` overrides (strings from the CLI, or a dict of typed values).
+
+    A loss weight is ``objective.<objective>_weight`` (e.g. ``objective.mlm_weight=0.5``)."""
+    items = list(overrides.items()) if isinstance(overrides, dict) else [_split_override(o) for o in overrides]
     d = cfg.to_dict()
+    weights = _registry().OBJECTIVES
     for key, value in items:
         section, _, name = key.partition(".")
         _require(section in SECTIONS and name,
                  f"unknown override key {key!r}; use section.key with section in: {', '.join(SECTIONS)}")
-        valid = {f.name for f in fields(SECTIONS[section])}
-        _require(name in valid, f"unknown override key {key!r}; {section} has: {', '.join(sorted(valid))}")
+        valid = {f.name for f in fields(SECTIONS[section])} - ({"weights"} if section == "objective" else set())
+        if section == "objective" and name.endswith("_weight") and name[:-len("_weight")] in weights:
+            objective = name[:-len("_weight")]
+            current = d["objective"]["weights"].get(objective, 0.0)
+            d["objective"]["weights"][objective] = _parse_value(value, current, key) if isinstance(value, str) else value
+            continue
+        allowed = sorted(valid | ({f"{n}_weight" for n in weights} if section == "objective" else set()))
+        _require(name in valid, f"unknown override key {key!r}; {section} has: {', '.join(allowed)}")
         current = d[section][name]
         d[section][name] = _parse_value(value, current, key) if isinstance(value, str) else value
-    if "objective.variant" in dict(items) and dict(items)["objective.variant"] in VARIANTS:
-        # Changing the variant by override brings its weights, unless they were set explicitly too.
-        name = dict(items)["objective.variant"]
-        for k, v in VARIANTS[name].items():
-            if f"objective.{k}" not in dict(items):
-                d["objective"][k] = v
+    given = dict(items)
+    variants = _registry().VARIANTS
+    if given.get("objective.variant") in variants:
+        # Changing the variant by override brings its weights and input format, unless they were set too.
+        v = variants[given["objective.variant"]]
+        explicit = {k[len("objective."):-len("_weight")] for k in given if k.endswith("_weight")}
+        d["objective"]["weights"] = {**{n: 0.0 for n in weights}, **v.weights,
+                                     **{n: d["objective"]["weights"][n] for n in explicit}}
+        if "objective.input_format" not in given:
+            d["objective"]["input_format"] = v.input_format
     return from_dict(d)
 
 

@@ -8,13 +8,15 @@ when a pair loss is on, and the model returns outputs, never losses (``trainable
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from transformers import BertConfig, BertForPreTraining
 
-from trainables.config import ModelConfig
 from trainables.data.masking import MaskedBatch
+
+if TYPE_CHECKING:
+    from trainables.config import ModelConfig
 
 
 class PretrainOutputs(NamedTuple):
@@ -55,14 +57,29 @@ def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_m
 
 
 class SparsePretrainer(torch.nn.Module):
-    """``forward_pretraining`` as a module, so DistributedDataParallel sees (and syncs) every call."""
+    """``forward_pretraining`` as a module, so DistributedDataParallel sees (and syncs) every call.
 
-    def __init__(self, model: BertForPreTraining, need_mlm: bool, need_pair: bool):
+    ``heads`` are the outputs the active objectives read (``mlm``, ``pair``)."""
+
+    def __init__(self, model: BertForPreTraining, heads: frozenset[str] | set[str]):
         super().__init__()
-        self.model, self.need_mlm, self.need_pair = model, need_mlm, need_pair
+        self.model, self.heads = model, frozenset(heads)
+        self.need_mlm, self.need_pair = "mlm" in self.heads, "pair" in self.heads
 
     def forward(self, batch: MaskedBatch) -> PretrainOutputs:
         return forward_pretraining(self.model, batch, need_mlm=self.need_mlm, need_pair=self.need_pair)
+
+
+def freeze_unused(model: torch.nn.Module, frozen_prefixes: tuple[str, ...]) -> list[str]:
+    """Stop gradients to the parameters of heads no active objective reads; returns their names.
+
+    ``named_parameters`` lists a tied parameter once, under its first name, so the MLM decoder tied
+    to the word embeddings is never frozen through the head's prefix."""
+    names = [n for n, p in model.named_parameters() if n.startswith(frozen_prefixes)]
+    for n, p in model.named_parameters():
+        if n in names:
+            p.requires_grad_(False)
+    return names
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -40,8 +40,8 @@ from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, speci
 from trainables.data.masking import mask_batch, step_generator, unmasked
 from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_fingerprint
 from trainables.intrinsic import EvalSets, build_eval_sets, evaluate_intrinsic
-from trainables.model import SparsePretrainer, build_model, count_parameters
-from trainables.objectives import total_loss
+from trainables.model import SparsePretrainer, build_model, count_parameters, freeze_unused
+from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
 from trainables.runtime import autocast as build_autocast
 from trainables.runtime import build_adamw, resolve_device
 
@@ -156,7 +156,7 @@ def train_step(module, opt, sched, cfg: ExperimentConfig, data: PretrainingData,
     batch = _shard(batcher.batch(state.epoch, state.batch), rank, world)
     micro = [type(batch)(*(t[i::cfg.optim.grad_accum] for t in batch)) for i in range(cfg.optim.grad_accum)]
     for k, mb in enumerate(micro):
-        if o.mlm_weight > 0:
+        if any(get_objective(n).masked for n in o.active):
             gen = step_generator(cfg.run.seed, state.step * 64 + k * world + rank)
             masked = mask_batch(mb, data.sp, ratio=o.mask_ratio, mask_token_frac=o.mask_token_frac,
                                 random_token_frac=o.random_token_frac, generator=gen,
@@ -240,11 +240,13 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
 
 def _training_module(model, cfg: ExperimentConfig, world: int) -> torch.nn.Module:
     """The sparse pretraining forward as a module: DDP-wrapped under several workers, compiled if asked."""
-    o = cfg.objective
-    module = SparsePretrainer(model, need_mlm=o.mlm_weight > 0, need_pair=o.pair_task is not None)
+    active = [get_objective(n) for n in cfg.objective.active]
+    heads = {o.head for o in active}
+    unused = tuple(p for o in OBJECTIVES.values() if o.head not in heads for p in o.head_params)
+    freeze_unused(model, unused)  # so DDP needs no search for parameters without gradients
+    module = SparsePretrainer(model, heads)
     if world > 1:
-        module = torch.nn.parallel.DistributedDataParallel(
-            module, find_unused_parameters=not (module.need_mlm and module.need_pair))
+        module = torch.nn.parallel.DistributedDataParallel(module)
     return torch.compile(module) if cfg.model.compile else module
 
 
@@ -348,7 +350,7 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
 
 
 def _cli(argv: list[str] | None = None) -> int:
-    from trainables.config import PRESETS, VARIANTS
+    from trainables.config import PRESETS
 
     p = argparse.ArgumentParser(prog="python -m trainables.pretrain", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)}")
@@ -370,8 +372,8 @@ def _cli(argv: list[str] | None = None) -> int:
         cfg = build_config(args.preset, args.variant, overrides)
 
         def report(metrics, checkpoint_dir=None):
-            shown = {k: v for k, v in metrics.items() if k in ("step", "loss/total", "loss/mlm", "loss/nsp", "loss/sop",
-                                                              "tokens_per_s", "eval/mlm_acc", "eval/pair_acc_nsp")}
+            shown = {k: v for k, v in metrics.items() if k in ("step", "tokens_per_s", "eval/mlm_acc", "eval/pair_acc_nsp")
+                     or k.startswith("loss/")}
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()), flush=True)
 
         result = run_pretraining(cfg, args.out, report, resume=not args.no_resume)

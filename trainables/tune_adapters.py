@@ -30,12 +30,16 @@ from trainables.config import ExperimentConfig, apply_overrides, from_dict
 
 log = logging.getLogger(__name__)
 
-SEARCHED = ("mlm_weight", "nsp_weight", "sop_weight", "mask_ratio")
+def searched_keys() -> tuple[str, ...]:
+    """The values a search trial may set: each registered objective's weight and the mask ratio."""
+    from trainables.objectives import OBJECTIVES
+
+    return tuple(f"{n}_weight" for n in OBJECTIVES) + ("mask_ratio",)
 
 
 def trial_config(config: dict[str, Any]) -> ExperimentConfig:
     """Ray's dict -> the typed tree: the base config plus the searched values, validated."""
-    searched = {f"objective.{k}": float(config[k]) for k in SEARCHED if k in config}
+    searched = {f"objective.{k}": float(config[k]) for k in searched_keys() if k in config}
     cfg = from_dict(config["cfg"])
     return apply_overrides(cfg, searched) if searched else cfg
 

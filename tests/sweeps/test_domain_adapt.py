@@ -57,7 +57,7 @@ def test_adapted_config_is_mlm_only_from_the_checkpoint_at_a_tenth_of_the_lr(smo
     adapted = domain_adapt.adapt_config(cfg, ckpt, domain_adapt.checkpoint_model(ckpt),
                                         domain_adapt.default_lr(cfg, args), args.steps)
     o = adapted.objective
-    assert (o.variant, o.mlm_weight, o.nsp_weight, o.sop_weight, o.input_format) == ("domain_adapt", 1, 0, 0, "single")
+    assert (o.variant, o.active, o.input_format) == ("domain_adapt", ("mlm",), "single")
     assert adapted.optim.lr == pytest.approx(cfg.optim.lr / 10) and adapted.optim.max_steps == cfg.optim.max_steps
     assert adapted.run.init_checkpoint == ckpt and adapted.model.hidden_size == 32
     before = domain_adapt.before_config(adapted)

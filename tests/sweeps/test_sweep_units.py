@@ -44,7 +44,7 @@ def test_measurement_specs_share_data_order_and_seed_weights_across_variants():
 def test_variant_config_keeps_the_masking_recipe():
     cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3"])
     assert phases.variant_config(cfg, "mlm_only").objective.mask_ratio == 0.3
-    assert phases.variant_config(cfg, "nsp_only").objective.mlm_weight == 0
+    assert phases.variant_config(cfg, "nsp_only").objective.weights["mlm"] == 0
 
 
 def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
@@ -61,5 +61,7 @@ def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
         meta = pq.read_schema(tmp_path / "exp" / "export" / f"{name}.parquet").metadata
         assert schema.version_of(meta) == schema.SCHEMA_VERSION and meta[schema.META_CODE]
     export = load_export(tmp_path / "exp" / "export")
-    assert set(export.objectives) == set(sweep_export.WEIGHT_OBJECTIVES)
-    assert list(export.runs.columns) == [c.name for c in schema.columns("runs", sweep_export.WEIGHT_OBJECTIVES)]
+    from trainables.objectives import OBJECTIVES
+
+    assert export.objectives == tuple(OBJECTIVES)
+    assert list(export.runs.columns) == [c.name for c in schema.columns("runs", tuple(OBJECTIVES))]

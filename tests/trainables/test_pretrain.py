@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForMaskedLM
 
-from trainables.config import VARIANTS, build_config
+from trainables.config import build_config
+from trainables.objectives import VARIANTS
 from trainables.data.examples import IGNORE
 from trainables.data.masking import mask_batch, step_generator
 from trainables.model import build_model, forward_pretraining
