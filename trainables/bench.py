@@ -23,7 +23,8 @@ import torch
 from trainables.config import ConfigError, build_config
 from trainables.data.examples import IGNORE
 from trainables.data.masking import mask_batch, step_generator
-from trainables.model import SparsePretrainer, build_model, count_parameters
+from trainables.model import PretrainModel, build_model, count_parameters
+from trainables.objectives import get_objective
 from trainables.objectives import total_loss
 from trainables.pretrain import build_optimizer, build_pretraining_data, resolve_device
 
@@ -57,7 +58,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
     ctx = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else (lambda: torch.autocast("cpu", enabled=False))
 
     ours_model = build_model(cfg.model, sp.vocab_size, sp.pad, 0).to(dev)
-    ours = SparsePretrainer(ours_model, {"mlm", "pair"})
+    ours = PretrainModel(ours_model, [get_objective("mlm"), get_objective("nsp")])
     ours_opt, _ = build_optimizer(ours_model, cfg)
 
     def ours_step(b, i):

@@ -67,14 +67,16 @@ def code_version() -> str:
 def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None) -> Path:
     """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``.
 
-    With the tokenizer saved beside the weights the directory is also a loadable checkpoint (the
-    sweeps probe it to rank trials while they train)."""
+    ``model`` is a ``PretrainModel``: the encoder and its heads are saved in HF format, so that with
+    the tokenizer beside them the directory is also a loadable checkpoint (the sweeps probe it to rank
+    trials while they train); the objectives' own modules go into trainer_state.pt."""
     final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
+    model.bert.save_pretrained(str(tmp))
     if tokenizer is not None:
         tokenizer.save_pretrained(str(tmp))
     torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
+                "extras": model.extras.state_dict(),
                 "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
                tmp / "trainer_state.pt")
@@ -89,8 +91,9 @@ def load_resume_state(out_dir: Path, model, opt, sched) -> TrainState | None:
     if not path.exists():
         return None
     saved = BertForPreTraining.from_pretrained(str(out_dir / "resume"))
-    model.load_state_dict(saved.state_dict())
+    model.bert.load_state_dict(saved.state_dict())
     blob = torch.load(path, weights_only=False)
+    model.extras.load_state_dict(blob.get("extras", {}))
     opt.load_state_dict(blob["optimizer"])
     sched.load_state_dict(blob["scheduler"])
     torch.set_rng_state(blob["torch_rng"])
@@ -102,9 +105,15 @@ def load_resume_state(out_dir: Path, model, opt, sched) -> TrainState | None:
 def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result: RunResult, **record) -> None:
     """Stock HF checkpoint (safetensors + config + tokenizer) and run.json; resume/ is then obsolete.
 
-    ``record`` adds fields to run.json (data fingerprints, corpus size, parameters)."""
-    model.save_pretrained(str(out))
+    ``model`` is a ``PretrainModel``: its encoder and heads are the checkpoint; an objective with a
+    ``save`` hook writes its own modules beside it (ELECTRA's generator). ``record`` adds fields to
+    run.json (data fingerprints, corpus size, parameters)."""
+    model.bert.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
+    for o in model.objectives:
+        if o.save is not None:
+            o.save(model.extras[o.name] if o.name in model.extras else None, model.bert, tokenizer, out,
+                   o.options_of(model.options))
     run = {"status": result.status, "config": cfg.to_dict(), "code_version": code_version(), "steps": result.steps,
            "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
            "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,

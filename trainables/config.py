@@ -81,6 +81,7 @@ class ObjectiveConfig:
     random_token_frac: float = 0.1  # replaced by a random token; the rest are left unchanged
     static_masking: bool = False  # original BERT: one mask per example, fixed for all epochs
     eval_mask_ratio: float = 0.15  # fixed for every variant so held-out MLM metrics compare
+    options: dict[str, Any] = field(default_factory=dict)  # objective settings, "<objective>.<option>"
 
     def __post_init__(self):
         reg = _registry()
@@ -88,6 +89,13 @@ class ObjectiveConfig:
         _require(not unknown, f"objective weights for {unknown} are not valid; registered objectives: "
                               f"{', '.join(reg.OBJECTIVES)}")
         object.__setattr__(self, "weights", {n: float(self.weights.get(n, 0.0)) for n in reg.OBJECTIVES})
+        known = {f"{o.name}.{k}": v for o in reg.OBJECTIVES.values() for k, v in o.options.items()}
+        bad = sorted(set(self.options) - set(known))
+        _require(not bad, f"objective option(s) {bad} are not valid; allowed: {', '.join(known) or 'none'}")
+        object.__setattr__(self, "options", {k: type(v)(self.options.get(k, v)) for k, v in known.items()})
+        for o in reg.OBJECTIVES.values():
+            problem = o.check(o.options_of(self.options)) if o.check else None
+            _require(problem is None, f"objective.{o.name}: {problem}")
         _choice("objective.variant", self.variant, tuple(reg.VARIANTS) + CUSTOM_VARIANTS)
         _choice("objective.input_format", self.input_format, INPUT_FORMATS)
         for name, w in self.weights.items():
@@ -99,6 +107,10 @@ class ObjectiveConfig:
                  and self.mask_token_frac + self.random_token_frac <= 1.0,
                  f"objective.mask_token_frac={self.mask_token_frac} + random_token_frac="
                  f"{self.random_token_frac} must each be in [0, 1] and sum to <= 1")
+        for n in self.active:
+            clash = [m for m in reg.OBJECTIVES[n].excludes if self.weights.get(m, 0) > 0]
+            _require(not clash, f"objective.{n}_weight and {clash[0]}_weight are both on, but {n} cannot train "
+                                f"with {clash[0]}" if clash else "")
         pairs = {n: reg.OBJECTIVES[n].pairs for n in self.active if reg.OBJECTIVES[n].pairs}
         _require(len(set(pairs.values())) <= 1,
                  f"objective weights {', '.join(f'{n}_weight={self.weights[n]}' for n in pairs)}: "
@@ -345,7 +357,14 @@ def apply_overrides(cfg: ExperimentConfig, overrides: list[str] | tuple[str, ...
         section, _, name = key.partition(".")
         _require(section in SECTIONS and name,
                  f"unknown override key {key!r}; use section.key with section in: {', '.join(SECTIONS)}")
-        valid = {f.name for f in fields(SECTIONS[section])} - ({"weights"} if section == "objective" else set())
+        valid = {f.name for f in fields(SECTIONS[section])} - ({"weights", "options"} if section == "objective" else set())
+        if section == "objective" and name.split(".")[0] in weights and "." in name:
+            options = {f"{o.name}.{k}": v for o in weights.values() for k, v in o.options.items()}
+            _require(name in options, f"unknown override key {key!r}; objective options: "
+                                      f"{', '.join(options) or 'none'}")
+            current = d["objective"]["options"].get(name, options[name])
+            d["objective"]["options"][name] = _parse_value(value, current, key) if isinstance(value, str) else value
+            continue
         if section == "objective" and name.endswith("_weight") and name[:-len("_weight")] in weights:
             objective = name[:-len("_weight")]
             current = d["objective"]["weights"].get(objective, 0.0)

@@ -8,6 +8,7 @@ when a pair loss is on, and the model returns outputs, never losses (``trainable
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -23,6 +24,7 @@ class PretrainOutputs(NamedTuple):
     mlm_logits: torch.Tensor | None  # (M, V) at the masked positions only
     pair_logits: torch.Tensor | None  # (B, 2)
     hidden: torch.Tensor  # (B, T, H) last layer
+    aux: dict | None = None  # objective name -> what its corrupt/forward hooks produced
 
 
 def bert_config(cfg: ModelConfig, vocab_size: int, pad_id: int) -> BertConfig:
@@ -56,18 +58,46 @@ def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_m
     return PretrainOutputs(mlm_logits, pair_logits, hidden)
 
 
-class SparsePretrainer(torch.nn.Module):
-    """``forward_pretraining`` as a module, so DistributedDataParallel sees (and syncs) every call.
+def _seed_of(base: int, name: str) -> int:
+    """A seed for an objective's own modules: a function of the run seed and the objective's name only,
+    so registering another objective never changes it."""
+    return (base * 1_000_003 + int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)) % (2**63 - 1)
 
-    ``heads`` are the outputs the active objectives read (``mlm``, ``pair``)."""
 
-    def __init__(self, model: BertForPreTraining, heads: frozenset[str] | set[str]):
+class PretrainModel(torch.nn.Module):
+    """The encoder with HF's pretraining heads (``bert``, a ``BertForPreTraining``: what the checkpoint
+    holds) and the active objectives' own modules (``extras``), as one module so that
+    DistributedDataParallel sees (and syncs) every call.
+
+    The forward pass: each objective's ``corrupt`` hook (ELECTRA's generator), the encoder and the HF
+    heads the objectives read (``mlm``, ``pair``), then each objective's ``forward`` hook."""
+
+    def __init__(self, bert: BertForPreTraining, objectives, options: dict | None = None, model_cfg=None,
+                 seed: int = 0):
         super().__init__()
-        self.model, self.heads = model, frozenset(heads)
-        self.need_mlm, self.need_pair = "mlm" in self.heads, "pair" in self.heads
+        self.bert = bert
+        self.objectives = tuple(objectives)
+        self.options = dict(options or {})
+        self.heads = frozenset(o.head for o in self.objectives)
+        extras = {}
+        for o in self.objectives:
+            if o.build is not None:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(_seed_of(seed, o.name))
+                    extras[o.name] = o.build(bert, model_cfg, o.options_of(self.options))
+        self.extras = torch.nn.ModuleDict(extras)
 
     def forward(self, batch: MaskedBatch) -> PretrainOutputs:
-        return forward_pretraining(self.model, batch, need_mlm=self.need_mlm, need_pair=self.need_pair)
+        aux: dict = {}
+        for o in self.objectives:
+            if o.corrupt is not None:
+                batch, aux[o.name] = o.corrupt(self.extras[o.name], self.bert, batch, o.options_of(self.options))
+        out = forward_pretraining(self.bert, batch, need_mlm="mlm" in self.heads, need_pair="pair" in self.heads)
+        for o in self.objectives:
+            if o.forward is not None:
+                aux[o.name] = o.forward(self.extras[o.name] if o.name in self.extras else None, out, batch,
+                                        aux.get(o.name, {}), o.options_of(self.options))
+        return out._replace(aux=aux)
 
 
 def freeze_unused(model: torch.nn.Module, frozen_prefixes: tuple[str, ...]) -> list[str]:

@@ -40,7 +40,7 @@ from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, speci
 from trainables.data.masking import mask_batch, step_generator, unmasked
 from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_fingerprint
 from trainables.intrinsic import EvalSets, build_eval_sets, evaluate_intrinsic
-from trainables.model import SparsePretrainer, build_model, count_parameters, freeze_unused
+from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
 from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
 from trainables.runtime import autocast as build_autocast
 from trainables.runtime import build_adamw, resolve_device
@@ -166,7 +166,7 @@ def train_step(module, opt, sched, cfg: ExperimentConfig, data: PretrainingData,
         masked = masked.to(device)
         with autocast():
             out = module(masked)
-            loss, parts = total_loss(out, masked, weights)
+            loss, parts = total_loss(out, masked, weights, o.options)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"loss became {float(loss)} at step {state.step} "
                                      f"({', '.join(f'{k}={float(v):.4g}' for k, v in parts.items())})")
@@ -215,7 +215,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
     out.mkdir(parents=True, exist_ok=True)
     data = build_pretraining_data(cfg)
-    model = _initial_model(cfg, data).to(dev)
+    model = _pretrain_model(cfg, _initial_model(cfg, data)).to(dev)
     opt, sched = build_optimizer(model, cfg)
     torch.manual_seed(cfg.run.seed)  # dropout draws from torch's generator; saved and restored on resume
     state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
@@ -228,7 +228,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     model.train()
     log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)", cfg.objective.variant,
-             count_parameters(model), run.steps, dev, rank, world)
+             count_parameters(model.bert), run.steps, dev, rank, world)
     while state.step < run.steps:
         t0 = time.perf_counter()
         losses, tokens = train_step(module, opt, sched, cfg, data, data.batchers[state.phase], state, rank, world,
@@ -238,13 +238,18 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     return _finish(run, state)
 
 
-def _training_module(model, cfg: ExperimentConfig, world: int) -> torch.nn.Module:
-    """The sparse pretraining forward as a module: DDP-wrapped under several workers, compiled if asked."""
+def _pretrain_model(cfg: ExperimentConfig, bert: BertForPreTraining) -> PretrainModel:
+    """The encoder and heads with the active objectives' own modules; heads no objective reads are
+    frozen, so DDP needs no search for parameters without gradients."""
     active = [get_objective(n) for n in cfg.objective.active]
     heads = {o.head for o in active}
-    unused = tuple(p for o in OBJECTIVES.values() if o.head not in heads for p in o.head_params)
-    freeze_unused(model, unused)  # so DDP needs no search for parameters without gradients
-    module = SparsePretrainer(model, heads)
+    freeze_unused(bert, tuple(p for o in OBJECTIVES.values() if o.head not in heads for p in o.head_params))
+    return PretrainModel(bert, active, cfg.objective.options, cfg.model, cfg.run.seed)
+
+
+def _training_module(model: PretrainModel, cfg: ExperimentConfig, world: int) -> torch.nn.Module:
+    """The pretraining forward: DDP-wrapped under several workers, compiled if asked."""
+    module = model
     if world > 1:
         module = torch.nn.parallel.DistributedDataParallel(module)
     return torch.compile(module) if cfg.model.compile else module
@@ -273,7 +278,7 @@ class _Run:
 
     cfg: ExperimentConfig
     out: Path
-    model: BertForPreTraining
+    model: PretrainModel
     opt: torch.optim.Optimizer
     sched: object
     data: PretrainingData
@@ -297,7 +302,7 @@ class _Run:
             self.window_tokens, self.window_t0 = 0, now
             _log_scalars(self.tb, metrics, state.step)
         if todo.evaluate:
-            intrinsic = evaluate_intrinsic(self.model, self.data.eval_sets, self.device).as_dict()
+            intrinsic = evaluate_intrinsic(self.model.bert, self.data.eval_sets, self.device).as_dict()
             _log_scalars(self.tb, intrinsic, state.step)
             metrics.update(tokens_seen=state.tokens_seen, epoch=epochs_made(state, self.data.batchers),
                            wall_time_s=state.wall_time_s, **losses, **intrinsic)
@@ -311,7 +316,7 @@ class _Run:
 
 def _finish(run: _Run, state: TrainState) -> RunResult:
     """Final intrinsic evaluation, the checkpoint and run.json (rank 0), and the final report."""
-    metrics = evaluate_intrinsic(run.model, run.data.eval_sets, run.device)
+    metrics = evaluate_intrinsic(run.model.bert, run.data.eval_sets, run.device)
     result = RunResult(str(run.out), "completed", state.step, state.tokens_seen,
                        epochs_made(state, run.data.batchers), state.wall_time_s, metrics)
     if run.rank == 0:
@@ -319,7 +324,7 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
         d = run.data
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
                          tokens_cache_key=d.corpus.key, train_tokens=d.corpus.train_tokens,
-                         parameters=count_parameters(run.model))
+                         parameters=count_parameters(run.model.bert))
     if run.tb is not None:
         run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.

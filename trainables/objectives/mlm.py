@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from trainables.objectives.base import Objective, Variant
 
 
-def mlm_loss(out, batch):
+def mlm_loss(out, batch, options=None):
     """Cross-entropy over the masked positions only (the logits are already sparse)."""
     return F.cross_entropy(out.mlm_logits.float(), batch.mlm_labels)
 
@@ -23,3 +23,4 @@ MLM = Objective(
     variants={"full": Variant({"mlm": 1.0, "nsp": 1.0}, "pair", "BERT: MLM + NSP"),
               "mlm_only": Variant({"mlm": 1.0}, "single", "MLM alone on single segments (the seed's mlm_only)")},
 )
+REGISTER = (MLM,)

@@ -13,7 +13,7 @@ from trainables.data.examples import IGNORE
 from trainables.objectives.base import Objective, Variant
 
 
-def pair_loss(out, batch):
+def pair_loss(out, batch, options=None):
     """Two-way cross-entropy of the pair head (NSP: is B next? SOP: are A and B swapped?)."""
     return F.cross_entropy(out.pair_logits.float(), batch.pair_labels, ignore_index=IGNORE)
 
@@ -30,3 +30,4 @@ SOP = Objective(
     variants={"sop_only": Variant({"sop": 1.0}, "pair", "SOP alone"),
               "mlm_sop": Variant({"mlm": 1.0, "sop": 1.0}, "pair", "ALBERT: MLM + SOP")},
 )
+REGISTER = (NSP, SOP)
