@@ -25,6 +25,8 @@ log = logging.getLogger("sweeps")
 
 def run_row(result, phase: str) -> dict[str, Any]:
     """One ``runs.parquet`` row from a Tune result of a pretraining trial."""
+    from trainables.config import data_seed
+    from trainables.intrinsic import metric_columns
     from trainables.tune_adapters import trial_config
 
     config = {**{k: v for k, v in result.config.items() if k != "spec"}, **result.config.get("spec", {})}
@@ -43,13 +45,12 @@ def run_row(result, phase: str) -> dict[str, Any]:
     return {
         "run_id": config.get("run_id") or f"search-{m.get('trial_id', result.path.rsplit('/', 1)[-1])}",
         "phase": phase, "variant": config.get("variant", o.variant),
-        **{f"{n}_weight": w for n, w in o.weights.items()}, "mask_ratio": o.mask_ratio,
-        "input_format": o.input_format, "pretrain_seed": cfg.run.seed, "status": status, "stop_reason": reason,
+        **{f"{n}_weight": w for n, w in o.weights.items()}, "mask_ratio": o.mask_ratio, "masking": o.masking,
+        "input_format": o.input_format, "pretrain_seed": cfg.run.seed, "data_order": cfg.data.data_order,
+        "data_seed": data_seed(cfg), "status": status, "stop_reason": reason,
         "steps": int(m.get("step", 0) or 0), "tokens_seen": int(m.get("tokens_seen", 0) or 0),
         "epochs": float(m.get("epoch", nan)), "wall_time_s": float(m.get("wall_time_s", m.get("time_total_s", nan))),
-        "mlm_acc": float(m.get("eval/mlm_acc", nan)), "mlm_ppl": float(m.get("eval/mlm_ppl", nan)),
-        "pair_acc_nsp": float(m.get("eval/pair_acc_nsp", nan)), "pair_acc_sop": float(m.get("eval/pair_acc_sop", nan)),
-        "cls_cosine": float(m.get("eval/cls_cosine", nan)), "token_cosine": float(m.get("eval/token_cosine", nan)),
+        **{name: float(m.get(f"eval/{name}", nan)) for name, _ in metric_columns() if name != "collapsed"},
         "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
         "checkpoint": _checkpoint_of(result) if status == "completed" else "",
         "config_json": cfg.to_json(),
@@ -100,10 +101,11 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
     from trainables.checkpoint import code_version
 
     version = code_version()
+    from trainables.intrinsic import metric_columns
     from trainables.objectives import OBJECTIVES
 
     rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]
-    runs = schema.build_table("runs", rows, tuple(OBJECTIVES), version)
+    runs = schema.build_table("runs", rows, tuple(OBJECTIVES), version, metric_columns())
     evals, preds, failed = finetune_tables(finetune_grid or [])
     if failed:
         log.warning("%d fine-tuning trials failed; their rows are missing from evals.parquet", failed)

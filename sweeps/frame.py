@@ -34,15 +34,27 @@ class Context:
     progress: Progress
 
 
-def prepare_local_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True) -> None:
-    """Fetch the built-in data and build the tokenizer/token caches once, before trials race for them."""
-    from trainables.pretrain import build_pretraining_data
+def prepare_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True) -> None:
+    """Prepare the corpus once, on Ray Data over every CPU of the cluster, into ``data.prepared_root``
+    (every trial memory-maps it), and fetch the tasks, before trials race for them."""
+    from trainables.data.prepare import prepare_corpus
     from trainables.tasks import load_task
 
     if corpus:
-        build_pretraining_data(cfg)
+        d = cfg.data
+        prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir or cfg.run.init_checkpoint,
+                       engine="ray")
     for name in task_names:
         load_task(name, cfg.data.cache_dir or None)
+
+
+def with_shared_data(cfg: ExperimentConfig, root: str) -> ExperimentConfig:
+    """Prepared corpora live beside the experiments, ``<storage>/data``, so trials on any node find them."""
+    if cfg.data.prepared_root:
+        return cfg
+    from dataclasses import replace
+
+    return cfg.replace(data=replace(cfg.data, prepared_root=f"{root.rsplit('/', 1)[0]}/data"))
 
 
 def final_report(root: str, out=sys.stdout) -> str | None:
@@ -96,14 +108,14 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     try:
         args = sweep.parse(sweep, argv)
         configure_logging(args.quiet)
-        cfg = sweep.configure(args)
         root = experiment_root(args, sweep.script)
+        cfg = with_shared_data(sweep.configure(args), root)
         from trainables.tasks import resolve_tasks
 
         ctx = Context(cfg, args, root, resolve_tasks(cfg.finetune.tasks), Progress(quiet=args.quiet))
         print(f"{sweep.announce(ctx)}\nresults: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
-        prepare_local_data(cfg, ctx.tasks)
         init_ray(args)
+        prepare_data(cfg, ctx.tasks)
         export_dir = export(root, *sweep.run(ctx))
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

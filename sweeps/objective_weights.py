@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
 from sweeps import phases  # noqa: E402
-from sweeps.frame import Context, Sweep, prepare_local_data, sweep_main  # noqa: E402
+from sweeps.frame import Context, Sweep, prepare_data, sweep_main  # noqa: E402
 from sweeps.runner import Phase, run_phase  # noqa: E402
 from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 
@@ -107,7 +107,7 @@ def best_mix(search_grid) -> dict[str, float] | None:
 
 def run(ctx: Context):
     cfg, args, root = ctx.cfg, ctx.args, ctx.root
-    prepare_local_data(cfg, list(PROBE_TASKS), corpus=False)
+    prepare_data(cfg, list(PROBE_TASKS), corpus=False)
     search = run_phase(search_phase(cfg, args, root), root, args, ctx.progress) if args.num_samples else None
     variants = [(name, phases.variant_config(cfg, name)) for name in phases.MEASURE_VARIANTS]
     mix = best_mix(search) if search is not None else None

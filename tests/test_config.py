@@ -29,8 +29,11 @@ def test_every_variant_builds(variant):
 
 def test_mlm_only_defaults_to_single_segments_and_full_to_pairs():
     assert objective_for_variant("mlm_only").input_format == "single"
-    assert objective_for_variant("full").input_format == "pair"
-    assert objective_for_variant("mlm_only", input_format="pair").pair_task is None
+    assert objective_for_variant("full").input_format == objective_for_variant("mlm_pairs").input_format == "nsp_pairs"
+    assert objective_for_variant("mlm_sop").input_format == "sop_pairs"
+    assert objective_for_variant("mlm_only", input_format="pair").input_format == "nsp_pairs"  # the old spelling
+    with pytest.raises(ConfigError, match="cannot train the NSP loss; use input_format='nsp_pairs'"):
+        objective_for_variant("full", input_format="single")
 
 
 @pytest.mark.parametrize("override, names", [
@@ -82,7 +85,7 @@ def test_weights_cover_every_registered_objective_and_old_spellings_load():
     assert list(o.weights) == list(OBJECTIVES) and o.active == ("mlm",)
     old = build_config("smoke").to_dict()
     old["objective"] = {k: v for k, v in old["objective"].items() if k != "weights"}
-    old["objective"].update(mlm_weight=1.0, nsp_weight=0.0, sop_weight=1.0)  # a run.json from before the registry
+    old["objective"].update(mlm_weight=1.0, nsp_weight=0.0, sop_weight=1.0, input_format="pair")  # an old run.json
     assert from_dict(old).objective.weights == {**{n: 0.0 for n in OBJECTIVES}, "mlm": 1.0, "sop": 1.0}
 
 

@@ -21,8 +21,8 @@ import time
 import torch
 
 from trainables.config import ConfigError, build_config
-from trainables.data.examples import IGNORE
-from trainables.data.masking import mask_batch, step_generator
+from trainables.data.batches import Position, positions_from
+from trainables.data.samples import IGNORE
 from trainables.model import PretrainModel, build_model, count_parameters
 from trainables.objectives import get_objective
 from trainables.objectives import total_loss
@@ -51,9 +51,8 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
     dev = resolve_device(cfg.run.device)
     data = build_pretraining_data(cfg)
     sp, o = data.sp, cfg.objective
-    batcher = data.batchers[0]
-    raw = [batcher.batch(0, i % batcher.batches_in_epoch(0)) for i in range(steps)]
-    masked = [mask_batch(b, sp, ratio=o.mask_ratio, generator=step_generator(0, i)) for i, b in enumerate(raw)]
+    masked = [data.steps.batch(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
+    raw = masked
     bf16 = dev.type == "cuda" and cfg.run.precision != "fp32"
     ctx = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else (lambda: torch.autocast("cpu", enabled=False))
 
@@ -64,7 +63,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
     def ours_step(b, i):
         b = masked[i].to(dev)
         with ctx():
-            loss, _ = total_loss(ours(b), b, o.weights)
+            loss, _ = total_loss(ours(b), b, o.weights, o.options)
         loss.backward()
         ours_opt.step()
         ours_opt.zero_grad(set_to_none=True)
@@ -74,7 +73,9 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
     padded = []
     for m in masked:  # same masked inputs, padded to the full length, labels over the whole vocabulary
         labels = torch.full_like(m.input_ids, IGNORE)
-        labels[m.mlm_mask] = m.mlm_labels
+        keep = m.mlm_labels != IGNORE
+        rows = torch.arange(len(labels))[:, None].expand_as(m.mlm_positions)
+        labels[rows[keep], m.mlm_positions[keep]] = m.mlm_labels[keep]
         T = cfg.data.seq_len - m.input_ids.shape[1]
         pad = lambda t, v: torch.nn.functional.pad(t, (0, T), value=v)  # noqa: E731
         padded.append((pad(m.input_ids, sp.pad), pad(m.token_type_ids, 0), pad(m.attention_mask, 0),
@@ -95,7 +96,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
         ref_tps.append(_time(ref_step, raw, dev))
     result = {"preset": preset, "device": str(dev), "threads": torch.get_num_threads(), "steps": steps,
               "batch_size": cfg.optim.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": sp.vocab_size,
-              "parameters": count_parameters(ours_model), "padding_fraction": round(batcher.padding_fraction(0), 4),
+              "parameters": count_parameters(ours_model),
               "ours_tokens_per_s": round(max(ours_tps), 1), "reference_tokens_per_s": round(max(ref_tps), 1),
               "ratio": round(max(ours_tps) / max(ref_tps), 3)}
     if dev.type == "cuda":

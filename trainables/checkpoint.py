@@ -21,7 +21,6 @@ import torch
 from transformers import BertForPreTraining
 
 from trainables.config import ExperimentConfig, from_dict
-from trainables.intrinsic import IntrinsicMetrics
 
 
 class TrainState(NamedTuple):
@@ -42,7 +41,7 @@ class RunResult(NamedTuple):
     tokens_seen: int
     epochs: float
     wall_time_s: float
-    metrics: IntrinsicMetrics
+    metrics: dict[str, float]  # intrinsic metrics (trainables.intrinsic)
 
 
 def code_version() -> str:
@@ -117,7 +116,7 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
     run = {"status": result.status, "config": cfg.to_dict(), "code_version": code_version(), "steps": result.steps,
            "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
            "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,
-           "intrinsic": result.metrics._asdict(), **record}
+           "intrinsic": dict(result.metrics), **record}
     tmp = out / "run.json.tmp"
     tmp.write_text(json.dumps(run, indent=2, sort_keys=True))
     os.replace(tmp, out / "run.json")
@@ -133,7 +132,7 @@ def finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
     if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
         return None
     return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
-                     IntrinsicMetrics(**run["intrinsic"]))
+                     dict(run["intrinsic"]))
 
 
 def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:

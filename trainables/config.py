@@ -54,7 +54,9 @@ class ModelConfig:
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
-INPUT_FORMATS = ("single", "pair")
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs")  # see trainables.data.batches
+MASKING = ("token", "whole_word")
+DATA_ORDERS = ("per_seed", "fixed")
 
 
 def _registry():
@@ -75,8 +77,9 @@ class ObjectiveConfig:
 
     variant: str = "full"
     weights: dict[str, float] = field(default_factory=_default_weights)
-    input_format: str = "pair"  # "single" (RoBERTa FULL-SENTENCES style) or "pair" (segment A/B)
+    input_format: str = "nsp_pairs"  # single (RoBERTa FULL-SENTENCES) | nsp_pairs | sop_pairs (segments A/B)
     mask_ratio: float = 0.15
+    masking: str = "token"  # token | whole_word (all pieces of a word together; the ratio counted in tokens)
     mask_token_frac: float = 0.8  # of masked positions: replaced by [MASK]
     random_token_frac: float = 0.1  # replaced by a random token; the rest are left unchanged
     static_masking: bool = False  # original BERT: one mask per example, fixed for all epochs
@@ -97,7 +100,10 @@ class ObjectiveConfig:
             problem = o.check(o.options_of(self.options)) if o.check else None
             _require(problem is None, f"objective.{o.name}: {problem}")
         _choice("objective.variant", self.variant, tuple(reg.VARIANTS) + CUSTOM_VARIANTS)
+        if self.input_format == "pair":  # the spelling before the pair construction was a factor of its own
+            object.__setattr__(self, "input_format", f"{self.pair_task or 'nsp'}_pairs")
         _choice("objective.input_format", self.input_format, INPUT_FORMATS)
+        _choice("objective.masking", self.masking, MASKING)
         for name, w in self.weights.items():
             _require(w >= 0.0 and w == w, f"objective.{name}_weight={w} must be >= 0")
         _require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
@@ -115,15 +121,16 @@ class ObjectiveConfig:
         _require(len(set(pairs.values())) <= 1,
                  f"objective weights {', '.join(f'{n}_weight={self.weights[n]}' for n in pairs)}: "
                  f"{' and '.join(pairs)} need differently built pairs and share one pair head; turn one of them off")
+        for n, construction in pairs.items():
+            _require(self.input_format == f"{construction}_pairs",
+                     f"objective.input_format={self.input_format!r} cannot train the {n.upper()} loss; "
+                     f"use input_format='{construction}_pairs'")
         if self.variant == "none":
             _require(self.total_weight == 0.0,
                      "objective.variant='none' means no pretraining; its weights must all be 0")
         else:
             _require(self.total_weight > 0.0,
                      f"objective weights are all 0 for variant {self.variant!r}; only 'none' may have no loss")
-        if self.pair_task and self.input_format == "single":
-            raise ConfigError(f"objective.input_format='single' cannot train the {self.pair_task.upper()} "
-                              "pair loss; use input_format='pair'")
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -140,6 +147,12 @@ class ObjectiveConfig:
         inputs are built; None when no active objective needs one."""
         reg = _registry()
         return next((reg.OBJECTIVES[n].pairs for n in self.active if reg.OBJECTIVES[n].pairs), None)
+
+
+def data_seed(cfg: "ExperimentConfig") -> int:
+    """The seed of chunking, pairs and batch order: the pretraining seed (MultiBERTs' design: seed k
+    varies weights, masks and data, the same for every variant of seed k), or the fixed data.data_seed."""
+    return cfg.run.seed if cfg.data.data_order == "per_seed" else cfg.data.data_seed
 
 
 def objective_for_variant(name: str, **changes: Any) -> ObjectiveConfig:
@@ -161,10 +174,16 @@ class DataConfig:
     seq_len: int = 128
     heldout_fraction: float = 0.02  # documents held out for intrinsic evaluation
     short_seq_prob: float = 0.1  # BERT's: sometimes build shorter segments so fine-tuning lengths are seen
-    tokenizer_dir: str = ""  # empty: train a WordPiece on the corpus (cached by content hash)
+    tokenizer_dir: str = ""  # empty: train a WordPiece on a sample of the corpus at preparation
+    tokenizer_sample: int = 2_000_000  # sentences (the first ones, in source order) the WordPiece is trained on
     lowercase: bool = True
+    hub_revision: str = ""  # hub:NAME at this revision (recorded in the fingerprint)
     cache_dir: str = ""  # empty: $BERT_OBJECTIVES_CACHE or ~/.cache/bert-objectives
-    data_seed: int = 0  # order of documents and examples; the same for every variant of a comparison
+    prepared_root: str = ""  # where prepared corpora live (local, file://, s3://, gs://); empty: <cache>/prepared
+    prepared: str = ""  # a prepared folder to use as it is (checked against the corpus and tokenizer)
+    data_order: str = "per_seed"  # per_seed: pretraining seed k also sets chunking, pairs and order; fixed: data_seed
+    data_seed: int = 0  # the data order when data_order=fixed (the same for every pretraining seed)
+    loader_workers: int = 0  # 0: batches built in a background thread; N: DataLoader worker processes
 
     def __post_init__(self):
         _require(bool(self.corpus), "data.corpus is empty; allowed: builtin, synthetic, a path, or hub:NAME")
@@ -172,6 +191,9 @@ class DataConfig:
         _require(0.0 < self.heldout_fraction < 0.5, f"data.heldout_fraction={self.heldout_fraction} must be in (0, 0.5)")
         _require(0.0 <= self.short_seq_prob < 1.0, f"data.short_seq_prob={self.short_seq_prob} must be in [0, 1)")
         _require(self.max_documents >= 0, f"data.max_documents={self.max_documents} must be >= 0 (0 = all)")
+        _choice("data.data_order", self.data_order, DATA_ORDERS)
+        _require(self.tokenizer_sample >= 1000, f"data.tokenizer_sample={self.tokenizer_sample} must be >= 1000")
+        _require(self.loader_workers >= 0, f"data.loader_workers={self.loader_workers} must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -1,66 +1,61 @@
-"""Intrinsic evaluation on held-out documents, identical for every variant.
+"""Intrinsic evaluation on held-out documents, identical for every variant of a comparison.
 
-* MLM accuracy and perplexity at a fixed 15% mask (``objective.eval_mask_ratio``) with masks drawn
-  once from a fixed generator, on single-segment inputs: independent of the training mask ratio.
-* NSP and SOP accuracy of the pair head on fixed held-out pairs, for every variant (for one that never
-  trained the head, chance is the expected answer and the point of the measurement).
-* A representation-collapse diagnostic: mean pairwise cosine similarity of token vectors and of
-  [CLS] vectors (a pilot saw ``nsp_only`` collapse to 1.000: every vector the same).
+The held-out documents are fixed at preparation; their chunks, pairs and masks come from a fixed
+seed, so every variant and seed is measured on exactly the same inputs, in every input format:
+
+* each registered objective measures itself (``Objective.intrinsic``) on every variant -- MLM accuracy
+  and perplexity at the fixed 15% mask (``objective.eval_mask_ratio``) on pair inputs and on single
+  inputs, the pair head's NSP and SOP accuracy (chance for a variant that never trained it: the point
+  of the measurement), ELECTRA's replaced-token detection;
+* a representation-collapse diagnostic: mean pairwise cosine similarity of token vectors and of
+  [CLS] vectors on single-segment held-out text; ``collapsed`` when either is near 1 (a pilot saw
+  ``nsp_only`` collapse to 1.000: every vector the same).
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from trainables.data.examples import IGNORE, SpecialIds, build_chunks, collate, make_examples
-from trainables.data.masking import MaskedBatch, mask_batch, step_generator, unmasked
-from trainables.model import forward_pretraining
+from trainables.data.batches import INPUT_FORMATS, layout, to_masked
+from trainables.data.masking import MaskedBatch
+from trainables.data.samples import Samples
+from trainables.data.shards import PreparedCorpus
 
+EVAL_SEED = 99  # the held-out chunks, pairs and masks: the same for every seed and variant
 COLLAPSE_TOKEN_COSINE = 0.95  # above this, token vectors are near-identical: the encoder has collapsed
-
-
-class IntrinsicMetrics(NamedTuple):
-    mlm_acc: float
-    mlm_ppl: float
-    pair_acc_nsp: float
-    pair_acc_sop: float
-    token_cosine: float
-    cls_cosine: float
-    collapsed: bool
-
-    def as_dict(self, prefix: str = "eval/") -> dict[str, float]:
-        return {prefix + k: float(v) for k, v in self._asdict().items()}
+COLLAPSE_CLS_COSINE = 0.99  # above this, [CLS] vectors carry almost nothing of their input
+DIAGNOSTICS = (("token_cosine", "mean pairwise cosine of held-out token vectors (1.0 = collapsed)"),
+               ("cls_cosine", "mean pairwise cosine of held-out [CLS] vectors (1.0 = collapsed)"),
+               ("collapsed", "token or [CLS] vectors near-identical"))
 
 
 class EvalSets(NamedTuple):
-    mlm: list[MaskedBatch]
-    nsp: list[MaskedBatch]
-    sop: list[MaskedBatch]
+    masked: dict[str, list[MaskedBatch]]  # input format -> held-out batches masked at the evaluation ratio
+    plain: dict[str, list[MaskedBatch]]  # the same batches unmasked
     first_regular: int  # ids below are special tokens: excluded from the token-vector diagnostic
 
 
-def build_eval_sets(heldout: list[list[np.ndarray]], sp: SpecialIds, *, seq_len: int, batch_size: int,
-                    n_batches: int, eval_mask_ratio: float, data_seed: int) -> EvalSets:
-    """Fixed held-out batches: the same chunks, masks and pairs for every variant of a comparison."""
-    chunks = build_chunks(heldout, seq_len, 0.0, np.random.default_rng([data_seed, 99, 0]))
-    chunks = chunks[:batch_size * n_batches]
-    sets = {}
-    for task in ("single", "nsp", "sop"):
-        examples = make_examples(chunks, heldout, task, sp, np.random.default_rng([data_seed, 99, 1]))
-        batches = []
-        for b, start in enumerate(range(0, len(examples), batch_size)):
-            raw = collate(examples[start:start + batch_size], list(range(start, start + batch_size)), sp.pad)
-            batches.append(mask_batch(raw, sp, ratio=eval_mask_ratio, generator=step_generator(data_seed + 99, b))
-                           if task == "single" else unmasked(raw))
-        sets[task] = batches
-    return EvalSets(sets["single"], sets["nsp"], sets["sop"], sp.first_regular)
+def build_eval_sets(corpus: PreparedCorpus, sp, *, seq_len: int, batch_size: int, n_batches: int,
+                    eval_mask_ratio: float) -> EvalSets:
+    """Fixed held-out batches: the same chunks, pairs and masks for every variant of a comparison."""
+    samples = Samples(corpus, seq_len=seq_len, short_seq_prob=0.0, batch_size=batch_size, data_seed=EVAL_SEED,
+                      docs=corpus.heldout_docs, cache=False)
+    chunks = samples.chunks(0)[:batch_size * n_batches]
+    masked: dict[str, list[MaskedBatch]] = {f: [] for f in INPUT_FORMATS}
+    plain: dict[str, list[MaskedBatch]] = {f: [] for f in INPUT_FORMATS}
+    for start in range(0, len(chunks), batch_size):
+        idx = np.arange(start, min(start + batch_size, len(chunks)))
+        for fmt in INPUT_FORMATS:
+            laid = layout(corpus, chunks[idx], fmt, sp, idx)
+            masked[fmt].append(to_masked(laid, sp, ratio=eval_mask_ratio, seed=EVAL_SEED, keys=idx))
+            plain[fmt].append(to_masked(laid, sp, ratio=None, seed=0, keys=idx))
+    return EvalSets(masked, plain, sp.first_regular)
 
 
-def _mean_pairwise_cosine(x: torch.Tensor) -> float:
+def mean_pairwise_cosine(x: torch.Tensor) -> float:
     """Mean cosine similarity over distinct pairs of rows of ``x`` (N, H)."""
     if len(x) < 2:
         return float("nan")
@@ -71,36 +66,44 @@ def _mean_pairwise_cosine(x: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def evaluate_intrinsic(model, sets: EvalSets, device: torch.device, max_vectors: int = 1024) -> IntrinsicMetrics:
+def collapse_diagnostics(bert, sets: EvalSets, device: torch.device, max_vectors: int = 1024) -> dict[str, float]:
+    tokens, cls = [], []
+    for batch in sets.plain["single"]:
+        batch = batch.to(device)
+        hidden = bert.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                           token_type_ids=batch.token_type_ids).last_hidden_state  # (B, T, H)
+        regular = (batch.attention_mask > 0) & (batch.input_ids >= sets.first_regular)
+        tokens.append(hidden[regular].cpu())
+        cls.append(hidden[:, 0].cpu())
+    tok = torch.cat(tokens)
+    tok = tok[torch.randperm(len(tok), generator=torch.Generator().manual_seed(0))[:max_vectors]]
+    token_cos, cls_cos = mean_pairwise_cosine(tok), mean_pairwise_cosine(torch.cat(cls)[:max_vectors])
+    return {"token_cosine": token_cos, "cls_cosine": cls_cos,
+            "collapsed": float(token_cos > COLLAPSE_TOKEN_COSINE or cls_cos > COLLAPSE_CLS_COSINE)}
+
+
+def metric_columns() -> tuple[tuple[str, str], ...]:
+    """(name, meaning) of every intrinsic metric: each objective's, then the collapse diagnostics."""
+    from trainables.objectives import OBJECTIVES
+
+    return tuple(m for o in OBJECTIVES.values() for m in o.metrics) + DIAGNOSTICS
+
+
+@torch.no_grad()
+def evaluate_intrinsic(model, sets: EvalSets, device: torch.device) -> dict[str, float]:
+    """Every objective's intrinsic metrics and the collapse diagnostics of a ``PretrainModel``."""
+    from trainables.objectives import OBJECTIVES
+
     was_training = model.training
     model.eval()
-    nll, correct, count = 0.0, 0, 0
-    tokens, cls = [], []
-    for batch in sets.mlm:
-        batch = batch.to(device)
-        out = forward_pretraining(model, batch, need_pair=False)
-        logits = out.mlm_logits.float()
-        nll += float(torch.nn.functional.cross_entropy(logits, batch.mlm_labels, reduction="sum"))
-        correct += int((logits.argmax(-1) == batch.mlm_labels).sum())
-        count += len(batch.mlm_labels)
-        regular = (batch.attention_mask > 0) & (batch.input_ids >= sets.first_regular)
-        tokens.append(out.hidden[regular].cpu())
-        cls.append(out.hidden[:, 0].cpu())
-    pair_acc = {}
-    for name, batches in (("nsp", sets.nsp), ("sop", sets.sop)):
-        right, total = 0, 0
-        for batch in batches:
-            batch = batch.to(device)
-            logits = forward_pretraining(model, batch, need_mlm=False).pair_logits
-            keep = batch.pair_labels != IGNORE
-            right += int((logits.argmax(-1)[keep] == batch.pair_labels[keep]).sum())
-            total += int(keep.sum())
-        pair_acc[name] = right / max(total, 1)
-    gen = torch.Generator().manual_seed(0)
-    tok = torch.cat(tokens)
-    tok = tok[torch.randperm(len(tok), generator=gen)[:max_vectors]]
-    token_cos = _mean_pairwise_cosine(tok)
-    cls_cos = _mean_pairwise_cosine(torch.cat(cls)[:max_vectors])
+    metrics: dict[str, float] = {}
+    for o in OBJECTIVES.values():
+        if o.intrinsic is not None:
+            metrics.update(o.intrinsic(model, sets, device))
+    metrics.update(collapse_diagnostics(model.bert, sets, device))
     model.train(was_training)
-    return IntrinsicMetrics(correct / max(count, 1), math.exp(min(nll / max(count, 1), 50.0)), pair_acc["nsp"],
-                            pair_acc["sop"], token_cos, cls_cos, bool(token_cos > COLLAPSE_TOKEN_COSINE))
+    return metrics
+
+
+def as_report(metrics: dict[str, float], prefix: str = "eval/") -> dict[str, float]:
+    return {prefix + k: float(v) for k, v in metrics.items()}

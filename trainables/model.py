@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class PretrainOutputs(NamedTuple):
-    mlm_logits: torch.Tensor | None  # (M, V) at the masked positions only
+    mlm_logits: torch.Tensor | None  # (B * P, V) at the masked positions only (P per row, padded)
     pair_logits: torch.Tensor | None  # (B, 2)
     hidden: torch.Tensor  # (B, T, H) last layer
     aux: dict | None = None  # objective name -> what its corrupt/forward hooks produced
@@ -49,11 +49,19 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> Be
 
 def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_mlm: bool = True,
                         need_pair: bool = True) -> PretrainOutputs:
-    # Length-bucketed batches are mostly unpadded; without a mask SDPA takes its fused kernel.
-    attention_mask = None if bool(batch.attention_mask.all()) else batch.attention_mask
+    """The encoder, then the MLM head at the masked positions only and the pair head on the pooled [CLS].
+
+    Nothing here waits on the device: the attention path was decided when the batch was built (length
+    bucketing makes most batches unpadded, and without a mask SDPA takes its fused kernel), and the
+    masked positions are a fixed-shape (B, P) gather, not a boolean index of data-dependent size."""
+    attention_mask = None if batch.unpadded else batch.attention_mask
     out = model.bert(input_ids=batch.input_ids, attention_mask=attention_mask, token_type_ids=batch.token_type_ids)
     hidden = out.last_hidden_state  # (B, T, H)
-    mlm_logits = model.cls.predictions(hidden[batch.mlm_mask]) if need_mlm else None  # (M, V)
+    mlm_logits = None
+    if need_mlm:
+        B, P = batch.mlm_positions.shape
+        picked = hidden.gather(1, batch.mlm_positions.unsqueeze(-1).expand(B, P, hidden.shape[-1]))  # (B, P, H)
+        mlm_logits = model.cls.predictions(picked.reshape(B * P, -1))  # (B * P, V)
     pair_logits = model.cls.seq_relationship(out.pooler_output) if need_pair else None  # (B, 2)
     return PretrainOutputs(mlm_logits, pair_logits, hidden)
 

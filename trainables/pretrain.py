@@ -4,18 +4,22 @@
     python -m trainables.pretrain --preset cpu-small --variant mlm_only --corpus builtin \\
         --set objective.mask_ratio=0.3 --out runs/mlm30
 
-The driver reads as four calls: build the data, build the model, build the optimizer, step. Metrics
-go through ``report(metrics, checkpoint_dir)`` (Ray's reporting is one such callback, added by the
-sweeps); messages through ``logging``. Under ``torch.distributed`` (Ray Train workers) the model is
-wrapped in DDP and each rank takes its share of every global batch, so the data order does not
-depend on the number of workers. The output directory is a stock Hugging Face checkpoint (weights,
-config, tokenizer) plus ``run.json``; ``resume/`` holds the exact state for resuming.
+The driver reads as four calls: build the data, build the model, build the optimizer, step. The data
+is the prepared corpus, memory-mapped (``trainables.data.prepare``), and its samples for this
+pretraining seed (``trainables.data.samples``): every variant of one seed gets the same chunks in the
+same batches, and the loader builds and masks the coming batches ahead of the step. Under
+``torch.distributed`` (Ray Train workers) every rank reads the same global batch and trains on its
+rows, so neither the data nor the masks depend on the number of workers. Losses stay on the device
+and are read every ``run.log_every`` steps (the NaN check with them): nothing in a step waits on the
+device. Metrics go through ``report(metrics, checkpoint_dir)``; messages through ``logging``. The
+output is a stock Hugging Face checkpoint plus ``run.json`` (``trainables.checkpoint``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -33,13 +37,14 @@ from transformers.utils import logging as hf_logging
 
 from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
                                    write_checkpoint)
-from trainables.config import ConfigError, ExperimentConfig, RunConfig, build_config, objective_for_variant
-from trainables.data.sources import load_documents
+from trainables.config import ConfigError, ExperimentConfig, RunConfig, build_config, data_seed, objective_for_variant
+from trainables.data.batches import Loader, Position, SpecialIds, StepData, continuation_table, special_ids
+from trainables.data.prepare import open_prepared
+from trainables.data.samples import Samples
+from trainables.data.shards import PreparedCorpus
 from trainables.data.text import CorpusError
-from trainables.data.examples import Batcher, SpecialIds, TokenizedCorpus, special_ids, tokenize_corpus
-from trainables.data.masking import mask_batch, step_generator, unmasked
-from trainables.data.tokenizer import build_tokenizer, cache_root, corpus_fingerprint
-from trainables.intrinsic import EvalSets, build_eval_sets, evaluate_intrinsic
+from trainables.data.tokenizer import cache_root
+from trainables.intrinsic import EvalSets, as_report, build_eval_sets, evaluate_intrinsic
 from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
 from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
 from trainables.runtime import autocast as build_autocast
@@ -57,12 +62,16 @@ class NonFiniteLossError(RuntimeError):
 
 @dataclass
 class PretrainingData:
+    corpus: PreparedCorpus
     tokenizer: object
     sp: SpecialIds
-    corpus: TokenizedCorpus
-    fingerprint: str  # corpus content
-    batchers: list[Batcher]  # phase 1, and phase 2 at the longer length when configured
+    steps: StepData  # the masked global batch of every training position
     eval_sets: EvalSets
+    data_seed: int
+
+    @property
+    def fingerprint(self) -> str:
+        return self.corpus.fingerprint
 
 
 def _world() -> tuple[int, int]:
@@ -72,43 +81,27 @@ def _world() -> tuple[int, int]:
 
 
 def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
-    d, o = cfg.data, cfg.objective
-    docs = load_documents(d.corpus, text_column=d.text_column, hub_split=d.hub_split, max_documents=d.max_documents)
-    fingerprint = corpus_fingerprint(docs)
-    cache = cache_root(d.cache_dir)
-    tokenizer_dir = d.tokenizer_dir or cfg.run.init_checkpoint  # continued pretraining keeps the model's vocabulary
-    tokenizer, tok_key = build_tokenizer(docs, cfg.model.vocab_size, d.lowercase, tokenizer_dir=tokenizer_dir,
-                                         cache_dir=cache, fingerprint=fingerprint)
+    """The prepared corpus (prepared first if needed), this seed's samples and the held-out sets."""
+    d, o, opt = cfg.data, cfg.objective, cfg.optim
+    corpus = open_prepared(cfg)
+    tokenizer = corpus.tokenizer
     sp = special_ids(tokenizer)
-    corpus = tokenize_corpus(docs, tokenizer, tok_key, fingerprint=fingerprint, heldout_fraction=d.heldout_fraction,
-                             data_seed=d.data_seed, cache_dir=cache)
-    corpus = _drop_single_sentence_documents(corpus, d.corpus)
-    task = "single" if o.input_format == "single" else (o.pair_task or "nsp")
-    phases = [(d.seq_len, cfg.optim.batch_size)]
-    if cfg.optim.phase2_steps:
-        phases.append((cfg.optim.phase2_seq_len, cfg.optim.batch_size))
-    batchers = [Batcher(corpus.train, task, sp, seq_len=L, short_seq_prob=d.short_seq_prob, batch_size=B,
-                        data_seed=d.data_seed, static=o.static_masking) for L, B in phases]
-    eval_sets = build_eval_sets(corpus.heldout, sp, seq_len=d.seq_len, batch_size=min(cfg.optim.batch_size, 32),
-                                n_batches=cfg.run.eval_batches, eval_mask_ratio=o.eval_mask_ratio, data_seed=d.data_seed)
-    log.info("data: %d train / %d held-out documents, %d train tokens, input %s", len(corpus.train),
-             len(corpus.heldout), corpus.train_tokens, task)
-    return PretrainingData(tokenizer, sp, corpus, fingerprint, batchers, eval_sets)
-
-
-def _drop_single_sentence_documents(corpus: TokenizedCorpus, name: str) -> TokenizedCorpus:
-    """Every variant trains on the same documents, so one-sentence documents (no pair possible) are
-    skipped for all of them, counted and logged."""
-    train = [doc for doc in corpus.train if len(doc) >= 2]
-    heldout = [doc for doc in corpus.heldout if len(doc) >= 2]
-    skipped = len(corpus.train) + len(corpus.heldout) - len(train) - len(heldout)
-    if len(train) < 2 or len(heldout) < 2:
-        raise CorpusError(f"corpus {name!r}: too few documents with two or more sentences ({len(train)} train, "
-                          f"{len(heldout)} held out; {skipped} one-sentence documents skipped), so no sentence "
-                          "pairs can be built; documents are separated by blank lines")
-    if skipped:
-        log.warning("corpus %s: skipped %d one-sentence documents (no sentence pair possible)", name, skipped)
-    return dataclasses.replace(corpus, train=train, heldout=heldout)
+    seed = data_seed(cfg)
+    lengths = [d.seq_len] + ([opt.phase2_seq_len] if opt.phase2_steps else [])
+    phases = [Samples(corpus, seq_len=L, short_seq_prob=d.short_seq_prob, batch_size=opt.batch_size, data_seed=seed,
+                      static=o.static_masking) for L in lengths]
+    masked = any(get_objective(n).masked for n in o.active)
+    masking = dict(ratio=o.mask_ratio, mask_token_frac=o.mask_token_frac, random_token_frac=o.random_token_frac,
+                   strategy=o.masking) if masked else None
+    steps = StepData(corpus, phases, o.input_format, sp, seed=cfg.run.seed, masking=masking,
+                     phase2_from=opt.max_steps - opt.phase2_steps,
+                     continuation=continuation_table(tokenizer) if o.masking == "whole_word" else None)
+    eval_sets = build_eval_sets(corpus, sp, seq_len=d.seq_len, batch_size=min(opt.batch_size, 32),
+                                n_batches=cfg.run.eval_batches, eval_mask_ratio=o.eval_mask_ratio)
+    log.info("data: %d train / %d held-out documents (%d skipped: one sentence), input %s, data seed %d",
+             len(corpus.train_docs), len(corpus.heldout_docs), corpus.manifest["skipped_documents"],
+             o.input_format, seed)
+    return PretrainingData(corpus, tokenizer, sp, steps, eval_sets, seed)
 
 
 def _initial_model(cfg: ExperimentConfig, data: PretrainingData) -> BertForPreTraining:
@@ -141,60 +134,30 @@ def _tensorboard(out_dir: Path, cfg: ExperimentConfig, rank: int, logdir: str | 
     return SummaryWriter(log_dir=logdir or str(out_dir / "tensorboard"))
 
 
-def _shard(batch, rank: int, world: int):
-    """This rank's rows of a global batch (rows rank, rank+world, ...)."""
-    return type(batch)(*(t[rank::world] for t in batch)) if world > 1 else batch
-
-
-def train_step(module, opt, sched, cfg: ExperimentConfig, data: PretrainingData, batcher: Batcher,
-               state: TrainState, rank: int, world: int, device, autocast) -> tuple[dict[str, float], int]:
-    """One optimizer step over ``grad_accum`` micro-batches; returns the logged losses and real tokens."""
-    o = cfg.objective
-    weights = o.weights
-    losses: dict[str, float] = {}
+def train_step(module, opt, sched, cfg: ExperimentConfig, batch, meter: dict, rank: int, world: int, device,
+               autocast) -> int:
+    """One optimizer step on this rank's rows of the global ``batch`` (rows rank, rank+world, ...), over
+    ``grad_accum`` micro-batches. Losses are added to ``meter`` on the device; returns real tokens."""
+    o, accum = cfg.objective, cfg.optim.grad_accum
+    mine = batch.rows(slice(rank, None, world)) if world > 1 else batch
     tokens = 0
-    batch = _shard(batcher.batch(state.epoch, state.batch), rank, world)
-    micro = [type(batch)(*(t[i::cfg.optim.grad_accum] for t in batch)) for i in range(cfg.optim.grad_accum)]
-    for k, mb in enumerate(micro):
-        if any(get_objective(n).masked for n in o.active):
-            gen = step_generator(cfg.run.seed, state.step * 64 + k * world + rank)
-            masked = mask_batch(mb, data.sp, ratio=o.mask_ratio, mask_token_frac=o.mask_token_frac,
-                                random_token_frac=o.random_token_frac, generator=gen,
-                                static_seed=cfg.run.seed if o.static_masking else None)
-        else:
-            masked = unmasked(mb)
-        masked = masked.to(device)
+    for k in range(accum):
+        mb = mine.rows(slice(k, None, accum)) if accum > 1 else mine
+        tokens += mb.n_tokens  # counted on the host, before the copy
+        mb = mb.to(device)
         with autocast():
-            out = module(masked)
-            loss, parts = total_loss(out, masked, weights, o.options)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"loss became {float(loss)} at step {state.step} "
-                                     f"({', '.join(f'{k}={float(v):.4g}' for k, v in parts.items())})")
-        (loss / cfg.optim.grad_accum).backward()
-        for name, v in parts.items():
-            losses[f"loss/{name}"] = losses.get(f"loss/{name}", 0.0) + float(v.detach()) / cfg.optim.grad_accum
-        losses["loss/total"] = losses.get("loss/total", 0.0) + float(loss.detach()) / cfg.optim.grad_accum
-        tokens += int(mb.attention_mask.sum())
+            out = module(mb)
+            loss, parts = total_loss(out, mb, o.weights, o.options)
+        (loss / accum).backward()
+        for name, v in (("total", loss), *parts.items()):
+            key = f"loss/{name}"
+            meter[key] = meter.get(key, 0.0) + v.detach().float() / accum
     if cfg.optim.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.optim.grad_clip)
     opt.step()
     sched.step()
     opt.zero_grad(set_to_none=True)
-    return losses, tokens * world
-
-
-def _advance(state: TrainState, batchers: list[Batcher], cfg: ExperimentConfig, tokens: int, dt: float) -> TrainState:
-    step = state.step + 1
-    phase, epoch, b = state.phase, state.epoch, state.batch + 1
-    if b >= batchers[phase].batches_in_epoch(epoch):
-        epoch, b = epoch + 1, 0
-    if phase == 0 and len(batchers) > 1 and step >= cfg.optim.max_steps - cfg.optim.phase2_steps:
-        phase, epoch, b = 1, 0, 0
-    return TrainState(step, phase, epoch, b, state.tokens_seen + tokens, state.wall_time_s + dt)
-
-
-def epochs_made(state: TrainState, batchers: list[Batcher]) -> float:
-    return state.epoch + state.batch / max(batchers[state.phase].batches_in_epoch(state.epoch), 1)
+    return tokens * world
 
 
 def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: Report | None = None,
@@ -229,12 +192,14 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     model.train()
     log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)", cfg.objective.variant,
              count_parameters(model.bert), run.steps, dev, rank, world)
-    while state.step < run.steps:
+    start = Position(state.step, state.phase, state.epoch, state.batch)
+    for pos, batch in Loader(data.steps, start, run.steps, workers=cfg.data.loader_workers, pin=dev.type == "cuda"):
         t0 = time.perf_counter()
-        losses, tokens = train_step(module, opt, sched, cfg, data, data.batchers[state.phase], state, rank, world,
-                                    dev, autocast)
-        state = _advance(state, data.batchers, cfg, tokens, time.perf_counter() - t0)
-        run.end_of_step(state, losses, tokens)
+        tokens = train_step(module, opt, sched, cfg, batch, run.meter, rank, world, dev, autocast)
+        nxt = data.steps.next(pos)
+        state = TrainState(nxt.step, nxt.phase, nxt.epoch, nxt.batch, state.tokens_seen + tokens,
+                           state.wall_time_s + time.perf_counter() - t0)
+        run.end_of_step(state, tokens)
     return _finish(run, state)
 
 
@@ -249,16 +214,14 @@ def _pretrain_model(cfg: ExperimentConfig, bert: BertForPreTraining) -> Pretrain
 
 def _training_module(model: PretrainModel, cfg: ExperimentConfig, world: int) -> torch.nn.Module:
     """The pretraining forward: DDP-wrapped under several workers, compiled if asked."""
-    module = model
-    if world > 1:
-        module = torch.nn.parallel.DistributedDataParallel(module)
+    module = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     return torch.compile(module) if cfg.model.compile else module
 
 
 class StepEnd(NamedTuple):
     """What happens after an optimizer step: the one place the cadence of a run is decided."""
 
-    log: bool  # losses, learning rate and throughput to TensorBoard and report
+    log: bool  # losses (read from the device here, NaN-checked), learning rate and throughput
     evaluate: bool  # intrinsic metrics on the held-out sets
     checkpoint: bool  # resume state written (rank 0)
 
@@ -287,49 +250,63 @@ class _Run:
     rank: int
     device: torch.device
     steps: int
-    window_tokens: int = 0
-    window_t0: float = dataclasses.field(default_factory=time.perf_counter)
+    meter: dict = dataclasses.field(default_factory=dict)  # losses summed on the device since the last log
+    window: list = dataclasses.field(default_factory=lambda: [0, 0, time.perf_counter()])  # tokens, steps, t0
 
-    def end_of_step(self, state: TrainState, losses: dict[str, float], tokens: int) -> None:
+    def read_losses(self, step: int) -> dict[str, float]:
+        """The mean losses since the last log: the one read-back from the device, and the NaN check."""
+        n = max(self.window[1], 1)
+        losses = {k: float(v) / n for k, v in self.meter.items()}  # a single sync for the whole window
+        self.meter.clear()
+        if losses and not math.isfinite(losses["loss/total"]):
+            raise NonFiniteLossError(f"loss became {losses['loss/total']} by step {step} "
+                                     f"({', '.join(f'{k}={v:.4g}' for k, v in losses.items())})")
+        return losses
+
+    def end_of_step(self, state: TrainState, tokens: int) -> None:
         todo = step_end(state.step, self.steps, self.cfg.run)
-        self.window_tokens += tokens
+        self.window[0] += tokens
+        self.window[1] += 1
         metrics: dict = {"step": state.step}
         if todo.log:
             now = time.perf_counter()
             metrics.update(lr=self.sched.get_last_lr()[0], tokens_seen=state.tokens_seen,
-                           tokens_per_s=self.window_tokens / max(now - self.window_t0, 1e-9),
-                           epoch=epochs_made(state, self.data.batchers), **losses)
-            self.window_tokens, self.window_t0 = 0, now
+                           tokens_per_s=self.window[0] / max(now - self.window[2], 1e-9),
+                           epoch=self.data.steps.epochs_made(state_position(state)), **self.read_losses(state.step))
+            self.window = [0, 0, now]
             _log_scalars(self.tb, metrics, state.step)
         if todo.evaluate:
-            intrinsic = evaluate_intrinsic(self.model.bert, self.data.eval_sets, self.device).as_dict()
+            intrinsic = as_report(evaluate_intrinsic(self.model, self.data.eval_sets, self.device))
             _log_scalars(self.tb, intrinsic, state.step)
-            metrics.update(tokens_seen=state.tokens_seen, epoch=epochs_made(state, self.data.batchers),
-                           wall_time_s=state.wall_time_s, **losses, **intrinsic)
+            metrics.update(tokens_seen=state.tokens_seen, epoch=self.data.steps.epochs_made(state_position(state)),
+                           wall_time_s=state.wall_time_s, **intrinsic)
         ckpt = None
         if todo.checkpoint and self.rank == 0:
             ckpt = str(save_resume_state(self.out, self.model, self.opt, self.sched, state, self.data.tokenizer))
-            metrics.update(losses)
         if todo.evaluate or ckpt or (todo.log and state.step != self.steps):
             self.report(metrics, ckpt)
 
 
+def state_position(state: TrainState) -> Position:
+    return Position(state.step, state.phase, state.epoch, state.batch)
+
+
 def _finish(run: _Run, state: TrainState) -> RunResult:
     """Final intrinsic evaluation, the checkpoint and run.json (rank 0), and the final report."""
-    metrics = evaluate_intrinsic(run.model.bert, run.data.eval_sets, run.device)
+    metrics = evaluate_intrinsic(run.model, run.data.eval_sets, run.device)
     result = RunResult(str(run.out), "completed", state.step, state.tokens_seen,
-                       epochs_made(state, run.data.batchers), state.wall_time_s, metrics)
+                       run.data.steps.epochs_made(state_position(state)), state.wall_time_s, metrics)
     if run.rank == 0:
-        _log_scalars(run.tb, metrics.as_dict(), state.step)
+        _log_scalars(run.tb, as_report(metrics), state.step)
         d = run.data
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
-                         tokens_cache_key=d.corpus.key, train_tokens=d.corpus.train_tokens,
-                         parameters=count_parameters(run.model.bert))
+                         tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
+                         train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert))
     if run.tb is not None:
         run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.
     run.report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "final": 1,
-                "wall_time_s": result.wall_time_s, **metrics.as_dict()}, str(run.out) if run.rank == 0 else None)
+                "wall_time_s": result.wall_time_s, **as_report(metrics)}, str(run.out) if run.rank == 0 else None)
     return result
 
 
@@ -343,8 +320,6 @@ def _log_scalars(tb, metrics: dict, step: int) -> None:
 
 def none_checkpoint(cfg: ExperimentConfig) -> Path:
     """The untrained baseline for ``cfg`` (seeded initial weights + tokenizer), cached by config."""
-    import hashlib
-
     none_cfg = cfg.replace(objective=objective_for_variant("none"))
     key = hashlib.sha256(json.dumps({"model": none_cfg.to_dict()["model"], "data": none_cfg.to_dict()["data"],
                                      "seed": cfg.run.seed}, sort_keys=True).encode()).hexdigest()[:16]
@@ -386,7 +361,7 @@ def _cli(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({"out": result.out_dir, "steps": result.steps, "tokens_seen": result.tokens_seen,
-                      "wall_time_s": round(result.wall_time_s, 2), **result.metrics._asdict()}))
+                      "wall_time_s": round(result.wall_time_s, 2), **result.metrics}))
     return 0
 
 

@@ -43,14 +43,23 @@ def weight_column(objective: str) -> Column:
     return Column(f"{objective}_weight", pa.float64(), f"loss weight of the {objective!r} objective (0 = off)")
 
 
+def metric_column(name: str, doc: str) -> Column:
+    return Column(name, pa.float64(), doc, False)
+
+
 RUN_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the run's name: VARIANT-sSEED for measurement runs, search-TRIAL for search trials"),
     Column("phase", pa.string(), f"which phase ran it: {' | '.join(PHASES)}"),
     Column("variant", pa.string(), "named variant (a set of loss weights and an input format), or custom/best_mix"),
     # <objective>_weight columns go here (weight_column), one per registered objective
     Column("mask_ratio", pa.float64(), "share of maskable tokens masked in training"),
-    Column("input_format", pa.string(), "pretraining input: single segments or sentence pairs", False),
-    Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights and masking"),
+    Column("masking", pa.string(), "masking strategy: token | whole_word", False),
+    Column("input_format", pa.string(), "pretraining input: single (one segment) | nsp_pairs (A/B, B random half "
+           "the time) | sop_pairs (A/B, swapped half the time)", False),
+    Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights, masking and (data_order per_seed) data"),
+    Column("data_order", pa.string(), "per_seed: the pretraining seed also set chunking, pairs and batch order; "
+           "fixed: one data order (data_seed) for every seed", False),
+    Column("data_seed", pa.int64(), "the seed of chunking, pairs and batch order this run used", False),
     Column("status", pa.string(), f"{' | '.join(STATUSES)}"),
     Column("stop_reason", pa.string(), "why a run did not complete (ASHA rung, NaN loss, error); empty if completed",
            False),
@@ -58,12 +67,7 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("tokens_seen", pa.int64(), "real (non-padding) tokens trained on", False),
     Column("epochs", pa.float64(), "passes over the pretraining corpus", False),
     Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
-    Column("mlm_acc", pa.float64(), "held-out MLM accuracy at the fixed 15% evaluation mask", False),
-    Column("mlm_ppl", pa.float64(), "held-out MLM perplexity at the fixed 15% evaluation mask", False),
-    Column("pair_acc_nsp", pa.float64(), "held-out NSP accuracy of the pair head (chance 0.5)", False),
-    Column("pair_acc_sop", pa.float64(), "held-out SOP accuracy of the pair head (chance 0.5)", False),
-    Column("cls_cosine", pa.float64(), "mean pairwise cosine of held-out [CLS] vectors (1.0 = collapsed)", False),
-    Column("token_cosine", pa.float64(), "mean pairwise cosine of held-out token vectors (1.0 = collapsed)", False),
+    # intrinsic metric columns go here (metric_column), one per metric the objectives and diagnostics report
     Column("collapsed", pa.bool_(), "the collapse diagnostic fired (token or [CLS] vectors near-identical)"),
     Column("probe_score", pa.float64(), "mean linear-probe dev score of the probe tasks (search trials)"),
     Column("checkpoint", pa.string(), "where the final checkpoint is (local path or s3:// / gs:// URI)", False),
@@ -122,11 +126,15 @@ class PredictionRecord(NamedTuple):
     gold: str
 
 
-def columns(table: str, objectives: Sequence[str] = ()) -> tuple[Column, ...]:
-    """The columns of ``table``; for runs, one weight column per objective, after ``variant``."""
+def columns(table: str, objectives: Sequence[str] = (), metrics: Sequence[tuple[str, str]] = ()) -> tuple[Column, ...]:
+    """The columns of ``table``; for runs, one weight column per objective after ``variant`` and one
+    column per intrinsic metric ``(name, meaning)`` after ``wall_time_s`` (``collapsed`` is always there)."""
     if table == "runs":
-        at = [c.name for c in RUN_COLUMNS].index("variant") + 1
-        return RUN_COLUMNS[:at] + tuple(weight_column(o) for o in objectives) + RUN_COLUMNS[at:]
+        names = [c.name for c in RUN_COLUMNS]
+        at, mt = names.index("variant") + 1, names.index("wall_time_s") + 1
+        extra = tuple(metric_column(n, d) for n, d in metrics if n != "collapsed")
+        return (RUN_COLUMNS[:at] + tuple(weight_column(o) for o in objectives) + RUN_COLUMNS[at:mt] + extra
+                + RUN_COLUMNS[mt:])
     if table == "evals":
         return EVAL_COLUMNS
     if table == "predictions":
@@ -134,16 +142,17 @@ def columns(table: str, objectives: Sequence[str] = ()) -> tuple[Column, ...]:
     raise SchemaError(f"unknown table {table!r}; allowed: {', '.join(TABLES)}")
 
 
-def arrow_schema(table: str, objectives: Sequence[str] = (), code_version: str = "") -> pa.Schema:
+def arrow_schema(table: str, objectives: Sequence[str] = (), code_version: str = "",
+                 metrics: Sequence[tuple[str, str]] = ()) -> pa.Schema:
     """The Arrow schema of ``table``, with the schema and code versions in its metadata."""
     meta = {META_SCHEMA: str(SCHEMA_VERSION).encode(), META_CODE: code_version.encode(), META_TABLE: table.encode()}
-    return pa.schema([(c.name, c.type) for c in columns(table, objectives)], metadata=meta)
+    return pa.schema([(c.name, c.type) for c in columns(table, objectives, metrics)], metadata=meta)
 
 
 def build_table(table: str, rows: Iterable[dict[str, Any] | tuple], objectives: Sequence[str] = (),
-                code_version: str = "") -> pa.Table:
+                code_version: str = "", metrics: Sequence[tuple[str, str]] = ()) -> pa.Table:
     """``rows`` (dicts, or records in column order) as an Arrow table in the schema of ``table``."""
-    schema = arrow_schema(table, objectives, code_version)
+    schema = arrow_schema(table, objectives, code_version, metrics)
     rows = list(rows)
     if rows and not isinstance(rows[0], dict):
         rows = [dict(zip(schema.names, r)) for r in rows]
@@ -180,11 +189,11 @@ def objectives_in(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(n[:-len("_weight")] for n in names if n.endswith("_weight"))
 
 
-def data_dictionary(objectives: Sequence[str] = ("mlm", "nsp", "sop")) -> str:
+def data_dictionary(objectives: Sequence[str] = ("mlm", "nsp", "sop"), metrics: Sequence[tuple[str, str]] = ()) -> str:
     """Every column of the three tables with its type and meaning, as Markdown."""
     out = [f"# Export data dictionary (schema version {SCHEMA_VERSION})", ""]
     for table in TABLES:
         out += [f"## {table}.parquet", "", "| column | type | meaning |", "|---|---|---|"]
-        out += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns(table, objectives)]
+        out += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in columns(table, objectives, metrics)]
         out.append("")
     return "\n".join(out)

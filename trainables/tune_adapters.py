@@ -27,6 +27,7 @@ import torch
 from ray import tune
 
 from trainables.config import ExperimentConfig, apply_overrides, from_dict
+from trainables.intrinsic import as_report
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ def _train_worker(config: dict[str, Any]) -> None:
 def _report_finished(report, result, out_dir: Path) -> None:
     """A restored, already finished run: report its result once more so the trial ends completed."""
     report({"step": result.steps, "tokens_seen": result.tokens_seen, "epoch": result.epochs, "final": 1,
-            "wall_time_s": result.wall_time_s, **result.metrics.as_dict()}, str(out_dir))
+            "wall_time_s": result.wall_time_s, **as_report(result.metrics)}, str(out_dir))
 
 
 def _pretrain_with_ray_train(cfg: ExperimentConfig, config: dict[str, Any]) -> None:

@@ -64,4 +64,7 @@ def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
     from trainables.objectives import OBJECTIVES
 
     assert export.objectives == tuple(OBJECTIVES)
-    assert list(export.runs.columns) == [c.name for c in schema.columns("runs", tuple(OBJECTIVES))]
+    from trainables.intrinsic import metric_columns
+
+    expected = [c.name for c in schema.columns("runs", tuple(OBJECTIVES), metric_columns())]
+    assert list(export.runs.columns) == expected and {"mlm_acc", "pair_acc_sop", "cls_cosine"} <= set(expected)

@@ -7,11 +7,10 @@ import torch
 from transformers import AutoModel, AutoModelForMaskedLM
 
 from trainables.config import build_config
-from trainables.objectives import VARIANTS
-from trainables.data.examples import IGNORE
-from trainables.data.masking import mask_batch, step_generator
+from trainables.data.batches import Position
+from trainables.data.samples import IGNORE
 from trainables.model import build_model, forward_pretraining
-from trainables.objectives import mlm_loss, pair_loss, total_loss
+from trainables.objectives import VARIANTS, mlm_loss, pair_loss, total_loss
 from trainables.pretrain import _cli, build_pretraining_data, run_pretraining
 
 
@@ -26,25 +25,33 @@ def smoke_data(tmp_path_factory):
     return cfg, build_pretraining_data(cfg)
 
 
+def _dense_labels(batch):
+    """The (B, T) MLM labels stock BertForPreTraining takes, from our (B, P) positions."""
+    labels = torch.full_like(batch.input_ids, IGNORE)
+    keep = batch.mlm_labels != IGNORE
+    rows = torch.arange(len(labels))[:, None].expand_as(batch.mlm_positions)
+    labels[rows[keep], batch.mlm_positions[keep]] = batch.mlm_labels[keep]
+    return labels
+
+
 def test_losses_match_stock_bert_for_pretraining_with_full_logits(smoke_data):
     cfg, data = smoke_data
     model = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=0).eval()
-    raw = data.batchers[0].batch(0, 0)
-    batch = mask_batch(raw, data.sp, ratio=0.15, generator=step_generator(0, 0))
+    batch = data.steps.batch(Position(0, 0, 0, 0))
     out = forward_pretraining(model, batch)
-    labels = torch.full_like(batch.input_ids, IGNORE)
-    labels[batch.mlm_mask] = batch.mlm_labels
+    labels = _dense_labels(batch)
     ref = model(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids, attention_mask=batch.attention_mask,
                 labels=labels, next_sentence_label=batch.pair_labels)
     ours = mlm_loss(out, batch) + pair_loss(out, batch)
     torch.testing.assert_close(ours, ref.loss, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(out.mlm_logits, ref.prediction_logits[batch.mlm_mask], rtol=1e-5, atol=1e-5)
+    keep = (batch.mlm_labels != IGNORE).reshape(-1)
+    torch.testing.assert_close(out.mlm_logits[keep], ref.prediction_logits[labels != IGNORE], rtol=1e-5, atol=1e-5)
 
 
 def test_total_loss_is_the_weighted_sum(smoke_data):
     cfg, data = smoke_data
     model = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=0).eval()
-    batch = mask_batch(data.batchers[0].batch(0, 1), data.sp, ratio=0.15, generator=step_generator(0, 1))
+    batch = data.steps.batch(Position(1, 0, 0, 1))
     out = forward_pretraining(model, batch)
     total, parts = total_loss(out, batch, {"mlm": 0.7, "nsp": 2.5, "sop": 0.0})
     assert set(parts) == {"mlm", "nsp"}
@@ -66,7 +73,7 @@ def test_every_variant_runs_and_writes_a_loadable_checkpoint(tmp_path, variant):
     result = run_pretraining(cfg, tmp_path / "run")
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["status"] == "completed" and run["steps"] == (0 if variant == "none" else cfg.optim.max_steps)
-    assert 0.0 <= result.metrics.mlm_acc <= 1.0 and 0.0 <= result.metrics.pair_acc_nsp <= 1.0
+    assert 0.0 <= result.metrics["mlm_acc"] <= 1.0 and 0.0 <= result.metrics["pair_acc_nsp"] <= 1.0
     assert (tmp_path / "run" / "model.safetensors").exists() and not (tmp_path / "run" / "resume").exists()
     from transformers import pipeline
 
@@ -78,7 +85,7 @@ def test_checkpoint_round_trip_through_auto_classes(tmp_path):
     cfg = _cfg(tmp_path, "full")
     run_pretraining(cfg, tmp_path / "run")
     data = build_pretraining_data(cfg)
-    batch = mask_batch(data.batchers[0].batch(0, 0), data.sp, ratio=0.15, generator=step_generator(0, 0))
+    batch = data.steps.batch(Position(0, 0, 0, 0))
     from transformers import BertForPreTraining
 
     ours = BertForPreTraining.from_pretrained(tmp_path / "run").eval()
@@ -87,7 +94,8 @@ def test_checkpoint_round_trip_through_auto_classes(tmp_path):
     with torch.no_grad():
         out = forward_pretraining(ours, batch)
         kw = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids)
-        torch.testing.assert_close(mlm(**kw).logits[batch.mlm_mask], out.mlm_logits)
+        keep = batch.mlm_labels != IGNORE
+        torch.testing.assert_close(mlm(**kw).logits[_dense_labels(batch) != IGNORE], out.mlm_logits[keep.reshape(-1)])
         torch.testing.assert_close(enc(**kw).last_hidden_state, out.hidden)
 
 

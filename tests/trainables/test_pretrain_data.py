@@ -1,118 +1,147 @@
-"""Pair building (NSP negatives, SOP swaps, shared chunks) and masking statistics."""
+"""Samples (chunks, NSP negatives, SOP swaps, trimming) on a prepared corpus, and masking statistics."""
 
 import numpy as np
 import pytest
 import torch
 
-from trainables.data.examples import (IGNORE, Batcher, SpecialIds, build_chunks, collate, make_examples)
-from trainables.data.masking import mask_batch, step_generator
+from trainables.config import build_config
+from trainables.data.batches import SpecialIds, layout
+from trainables.data.masking import hash_uniform, mask_arrays
+from trainables.data.prepare import open_prepared
+from trainables.data.samples import IGNORE, Samples, chunk_lengths
 
 SP = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=2000, first_regular=5)
 
 
-def _docs(n_docs=30, seed=0):
-    """Documents whose token ids encode (document, position): doc d uses ids 100*d+10 .. in order."""
-    rng = np.random.default_rng(seed)
-    docs = []
-    for d in range(n_docs):
-        stream = np.arange(10 + 1000 * d, 10 + 1000 * d + 400, dtype=np.int32)
-        cuts = np.sort(rng.choice(np.arange(5, 395), size=int(rng.integers(3, 12)), replace=False))
-        docs.append(np.split(stream, cuts))
-    return docs
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    cfg = build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=120",
+                                         f"data.cache_dir={tmp_path_factory.mktemp('c')}"])
+    return open_prepared(cfg)
 
 
-def _doc_of(tokens):
-    return set(((np.asarray(tokens) - 10) // 1000).tolist())
+def _doc_span(corpus, doc):
+    s0, s1 = corpus.documents[doc], corpus.documents[doc + 1]
+    return int(corpus.sentences[s0]), int(corpus.sentences[s1])
 
 
-def test_nsp_negatives_come_from_another_document_and_positives_are_consecutive():
-    docs = _docs()
-    chunks = build_chunks(docs, 64, 0.1, np.random.default_rng(0))
-    examples = make_examples(chunks, docs, "nsp", SP, np.random.default_rng(1))
-    labels = [e.pair_label for e in examples]
-    assert 0.4 < np.mean(labels) < 0.6
-    for c, e in zip(chunks, examples):
-        a, b = e.ids[1:e.len_a - 1], e.ids[e.len_a:-1]
-        assert _doc_of(a) == {c.doc}
-        if e.pair_label == 1:
-            assert c.doc not in _doc_of(b)
+def test_chunks_lie_in_their_document_in_order_and_fit_the_sequence(corpus):
+    chunks = Samples(corpus, seq_len=32, short_seq_prob=0.2, batch_size=4, data_seed=0, cache=False).chunks(0)
+    assert set(np.unique(chunks["doc"])) == set(corpus.train_docs)  # every training document is used
+    for c in chunks:
+        lo, hi = _doc_span(corpus, int(c["doc"]))
+        assert lo <= c["a0"] <= c["a1"] <= c["b0"] <= c["b1"] <= hi
+        assert (c["a1"] - c["a0"]) + (c["b1"] - c["b0"]) <= 32 - 3
+    for doc in np.unique(chunks["doc"]):
+        mine = chunks[chunks["doc"] == doc]
+        assert np.all(mine["a0"][1:] >= mine["b1"][:-1])  # consecutive, never overlapping
+
+
+def test_nsp_negatives_come_from_another_document_and_positives_follow_a(corpus):
+    chunks = Samples(corpus, seq_len=32, short_seq_prob=0.1, batch_size=4, data_seed=3, cache=False).chunks(0)
+    labelled = chunks[chunks["nsp"] != IGNORE]
+    assert 0.4 < labelled["nsp"].mean() < 0.6
+    for c in labelled:
+        if c["nsp"] == 1:
+            lo, hi = _doc_span(corpus, int(c["doc"]))
+            assert not (lo <= c["r0"] < hi)  # another document
+            assert 0 < c["r1"] - c["r0"] <= max(c["b1"] - c["b0"], 1)
         else:
-            assert _doc_of(b) == {c.doc} and b[0] > a[-1]  # B follows A (truncation may trim their edges)
-            assert np.all(np.diff(a) == 1) and np.all(np.diff(b) == 1)
+            assert (c["r0"], c["r1"]) == (c["b0"], c["b1"]) and c["b0"] >= c["a1"]
+    assert 0.4 < labelled["sop"].mean() < 0.6
 
 
-def test_sop_swaps_half_and_keeps_both_segments_from_one_document():
-    docs = _docs()
-    chunks = build_chunks(docs, 64, 0.0, np.random.default_rng(0))
-    examples = make_examples(chunks, docs, "sop", SP, np.random.default_rng(1))
-    assert 0.4 < np.mean([e.pair_label for e in examples]) < 0.6
-    for c, e in zip(chunks, examples):
-        a, b = e.ids[1:e.len_a - 1], e.ids[e.len_a:-1]
-        assert _doc_of(a) == _doc_of(b) == {c.doc}
-        assert (a[0] > b[-1]) == (e.pair_label == 1)
+def test_formats_lay_out_the_same_chunk(corpus):
+    samples = Samples(corpus, seq_len=32, short_seq_prob=0.1, batch_size=4, data_seed=1, cache=False)
+    idx, rows = samples.batch_chunks(0, 0)
+    sp = SpecialIds(0, 2, 3, 4, corpus.manifest["vocab_size"], 5)
+    single, nsp, sop = (layout(corpus, rows, f, sp, idx) for f in ("single", "nsp_pairs", "sop_pairs"))
+    words = lambda ids: sorted(int(t) for t in ids if t >= 5)  # noqa: E731
+    for i, c in enumerate(rows):
+        assert words(sop.input_ids[i]) == words(single.input_ids[i])  # SOP only reorders; single drops the middle [SEP]
+        if c["nsp"] == 0:
+            assert words(nsp.input_ids[i]) == words(single.input_ids[i])
+        assert (single.token_type_ids[i] == 0).all() and nsp.token_type_ids[i].max() == 1
+    assert (single.pair_labels == IGNORE).all() and list(nsp.pair_labels) == list(rows["nsp"])
 
 
-def test_variants_share_chunks_so_the_text_is_the_same():
-    docs = _docs()
-    single = Batcher(docs, "single", SP, seq_len=64, short_seq_prob=0.1, batch_size=4, data_seed=3)
-    nsp = Batcher(docs, "nsp", SP, seq_len=64, short_seq_prob=0.1, batch_size=4, data_seed=3)
-    sop = Batcher(docs, "sop", SP, seq_len=64, short_seq_prob=0.1, batch_size=4, data_seed=3)
-    for b in (single, nsp, sop):
-        b.batch(0, 0)
-    for s, n, o in zip(single._examples, nsp._examples, sop._examples):
-        words = lambda ids: sorted(int(t) for t in ids if t >= 5)  # noqa: E731
-        assert words(o.ids) == words(s.ids)  # SOP only reorders; single drops the middle [SEP]
-        if n.pair_label == 0:
-            assert words(n.ids) == words(s.ids)
-
-
-def test_batches_are_deterministic_and_bucketed():
-    docs = _docs()
-    b1 = Batcher(docs, "nsp", SP, seq_len=64, short_seq_prob=0.3, batch_size=4, data_seed=7)
-    b2 = Batcher(docs, "nsp", SP, seq_len=64, short_seq_prob=0.3, batch_size=4, data_seed=7)
-    for i in (0, 3, 5):
-        assert torch.equal(b1.batch(1, i).input_ids, b2.batch(1, i).input_ids)
-    assert not torch.equal(b1.batch(0, 0).input_ids, b1.batch(1, 0).input_ids)
-    assert b1.padding_fraction(0) < 0.1
+def test_batches_are_deterministic_bucketed_and_follow_the_seed(corpus):
+    a = Samples(corpus, seq_len=32, short_seq_prob=0.3, batch_size=4, data_seed=7, cache=False)
+    b = Samples(corpus, seq_len=32, short_seq_prob=0.3, batch_size=4, data_seed=7, cache=False)
+    c = Samples(corpus, seq_len=32, short_seq_prob=0.3, batch_size=4, data_seed=8, cache=False)
+    assert np.array_equal(a.order(1), b.order(1)) and not np.array_equal(a.order(0), a.order(1))
+    assert not np.array_equal(a.order(0)[:5], c.order(0)[:5])
+    lengths = chunk_lengths(a.chunks(0))
+    spread = np.mean([np.ptp(lengths[batch]) for batch in a.order(0)])
+    assert spread < 0.5 * np.mean([np.ptp(lengths[i:i + 4]) for i in range(0, len(lengths) - 4, 4)])
 
 
 @pytest.fixture
 def big_batch():
     rng = np.random.default_rng(0)
-    docs = [[rng.integers(5, 2000, size=int(rng.integers(5, 30))).astype(np.int32) for _ in range(8)] for _ in range(200)]
-    chunks = build_chunks(docs, 128, 0.2, np.random.default_rng(0))
-    examples = make_examples(chunks, docs, "nsp", SP, np.random.default_rng(0))
-    return collate(examples, list(range(len(examples))), SP.pad)
+    ids = rng.integers(5, 2000, size=(400, 96))
+    lengths = rng.integers(20, 97, size=400)
+    attention = (np.arange(96)[None, :] < lengths[:, None]).astype(np.int64)
+    ids = np.where(attention > 0, ids, 0)
+    ids[:, 0], ids[np.arange(400), lengths - 1] = 2, 3
+    return ids, attention
 
 
 def test_masking_ratio_split_and_never_special_or_padding(big_batch):
-    m = mask_batch(big_batch, SP, ratio=0.15, generator=step_generator(0, 0))
-    maskable = (big_batch.input_ids >= SP.first_regular) & (big_batch.attention_mask > 0)
-    assert not (m.mlm_mask & ~maskable).any()
-    ratio = m.mlm_mask.sum() / maskable.sum()
-    assert abs(float(ratio) - 0.15) < 0.01
-    changed_to_mask = (m.input_ids == SP.mask)[m.mlm_mask].float().mean()
-    unchanged = (m.input_ids == big_batch.input_ids)[m.mlm_mask].float().mean()
-    random = 1 - changed_to_mask - unchanged
-    assert abs(float(changed_to_mask) - 0.8) < 0.02
-    assert abs(float(unchanged) - 0.1) < 0.02 and abs(float(random) - 0.1) < 0.02
-    assert torch.equal(m.mlm_labels, big_batch.input_ids[m.mlm_mask])
-    assert torch.equal(m.input_ids[~m.mlm_mask], big_batch.input_ids[~m.mlm_mask])
+    ids, attention = big_batch
+    masked, positions, labels = mask_arrays(ids, attention, first_regular=5, vocab_size=2000, mask_id=4, ratio=0.15,
+                                            seed=0, keys=np.arange(len(ids)))
+    rows = np.arange(len(ids))[:, None]
+    keep = labels != IGNORE
+    chosen = np.zeros_like(ids, bool)
+    chosen[np.broadcast_to(rows, positions.shape)[keep], positions[keep]] = True
+    maskable = (ids >= 5) & (attention > 0)
+    assert not (chosen & ~maskable).any()
+    assert abs(chosen.sum() / maskable.sum() - 0.15) < 0.01
+    to_mask = (masked == 4)[chosen].mean()
+    unchanged = (masked == ids)[chosen].mean()
+    assert abs(to_mask - 0.8) < 0.02 and abs(unchanged - 0.1) < 0.02 and abs(1 - to_mask - unchanged - 0.1) < 0.02
+    assert np.array_equal(labels[keep], ids[np.broadcast_to(rows, positions.shape)[keep], positions[keep]])
+    assert np.array_equal(masked[~chosen], ids[~chosen])
 
 
-def test_masking_is_a_function_of_the_generator_and_static_keys_on_the_example(big_batch):
-    a = mask_batch(big_batch, SP, ratio=0.3, generator=step_generator(1, 5))
-    b = mask_batch(big_batch, SP, ratio=0.3, generator=step_generator(1, 5))
-    c = mask_batch(big_batch, SP, ratio=0.3, generator=step_generator(1, 6))
-    assert torch.equal(a.input_ids, b.input_ids) and not torch.equal(a.input_ids, c.input_ids)
-    s1 = mask_batch(big_batch, SP, ratio=0.3, static_seed=1)
-    rows = torch.tensor([3, 1])
-    sub = type(big_batch)(*(t[rows] for t in big_batch))
-    s2 = mask_batch(sub, SP, ratio=0.3, static_seed=1)
-    assert torch.equal(s1.mlm_mask[rows], s2.mlm_mask)  # same example, same mask, whatever the batch
+def test_whole_word_masking_masks_whole_words_within_the_token_budget(big_batch):
+    ids, attention = big_batch
+    continuation = np.zeros(2000, bool)
+    continuation[1000:] = True  # ids >= 1000 are '##' pieces: they continue the word before them
+    masked, positions, labels = mask_arrays(ids, attention, first_regular=5, vocab_size=2000, mask_id=4, ratio=0.15,
+                                            seed=1, keys=np.arange(len(ids)), strategy="whole_word",
+                                            continuation=continuation)
+    chosen = np.zeros_like(ids, bool)
+    keep = labels != IGNORE
+    chosen[np.broadcast_to(np.arange(len(ids))[:, None], positions.shape)[keep], positions[keep]] = True
+    maskable = (ids >= 5) & (attention > 0)
+    k = np.maximum(np.round(maskable.sum(1) * 0.15), 1)
+    assert (chosen.sum(1) <= k).all() and chosen.sum() > 0.8 * k.sum()
+    starts = ~continuation[ids] & maskable
+    for r in range(50):
+        for t in range(1, ids.shape[1]):
+            if maskable[r, t] and not starts[r, t]:  # a '##' piece is masked exactly when its word is
+                assert chosen[r, t] == chosen[r, t - 1]
 
 
-def test_pair_label_is_ignored_without_pairs():
-    docs = _docs(3)
-    chunks = build_chunks(docs, 64, 0.0, np.random.default_rng(0))
-    assert all(e.pair_label == IGNORE for e in make_examples(chunks, docs, "single", SP, np.random.default_rng(0)))
+def test_masks_are_a_pure_function_of_the_key(big_batch):
+    ids, attention = big_batch
+    kw = dict(first_regular=5, vocab_size=2000, mask_id=4, ratio=0.3)
+    a = mask_arrays(ids, attention, seed=1, keys=np.arange(400), **kw)
+    b = mask_arrays(ids[::-1], attention[::-1], seed=1, keys=np.arange(400)[::-1], **kw)  # rows shuffled
+    assert np.array_equal(a[0], b[0][::-1])
+    sub = mask_arrays(ids[:, :80], attention[:, :80], seed=1, keys=np.arange(400), **kw)  # other padding width
+    short = attention[:, 80:].sum(1) == 0
+    assert np.array_equal(sub[0][short], a[0][short, :80])
+    c = mask_arrays(ids, attention, seed=2, keys=np.arange(400), **kw)
+    assert not np.array_equal(a[0], c[0])
+    u = hash_uniform(0, np.arange(1000), np.arange(64), 0)
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
+
+
+def test_pair_label_is_ignored_without_pairs(corpus):
+    samples = Samples(corpus, seq_len=32, short_seq_prob=0.0, batch_size=4, data_seed=0, cache=False)
+    idx, rows = samples.batch_chunks(0, 0)
+    laid = layout(corpus, rows, "single", SP, idx)
+    assert torch.equal(torch.from_numpy(laid.pair_labels), torch.full((4,), IGNORE))

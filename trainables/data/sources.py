@@ -1,24 +1,47 @@
-"""Pretraining text sources -> documents of sentences: the dispatcher behind ``data.corpus``.
+"""Pretraining text sources -> units of documents: the dispatcher behind ``data.corpus``.
 
 Sources: ``builtin`` (the real offline corpus of ``trainables.data.builtin``), ``synthetic`` (for
 unit tests), a local path (``.txt`` with blank-line-separated documents, ``.jsonl``/``.parquet``
-with a text column, or a folder of such files), and ``hub:NAME[:CONFIG]`` (Hugging Face datasets,
-only when asked). Bad input gets a one-line ``CorpusError``; skipped documents are counted and logged.
+with a text column, or a folder of such files; a parquet list-of-strings column is taken as sentences
+already split), and ``hub:NAME[:CONFIG]`` (Hugging Face datasets, streamed, only when asked).
+
+A source is read as a list of ``Unit``s (a file, a few parquet row groups, a hub shard): the units are
+what preparation maps over in parallel, and each yields its documents as lists of sentences, in a
+fixed order. ``source_identity`` names a source without reading its text (files: names, sizes and
+mtimes; built-in: its checksum; hub: name, config, split, revision). Bad input gets a one-line
+``CorpusError``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from pathlib import Path
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from trainables.data.text import CorpusError, Document, documents_from_texts
+from trainables.data.text import CorpusError, Document, split_sentences
 
 log = logging.getLogger(__name__)
+
+FILE_KINDS = {".txt": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+UNIT_DOCUMENTS = 512  # parquet row groups are grouped into units of about this many documents
+
+
+class Unit(NamedTuple):
+    """One piece of a source that one worker reads: documents in a fixed order."""
+
+    id: int
+    kind: str  # builtin | parquet | jsonl | txt | hub | synthetic
+    path: str  # a file, a hub name, or the number of synthetic documents
+    groups: tuple[int, ...] = ()  # parquet: the row groups of this unit
+    limit: int = 0  # read at most this many documents (0: all); max_documents on the last unit
+    config: str = ""  # hub: config name
+    split: str = "train"  # hub: split
+    shard: int = 0  # hub: this unit's shard of ...
+    n_shards: int = 1  # ... the streamed dataset's shards
 
 
 def _read_utf8(path: Path) -> str:
@@ -29,13 +52,21 @@ def _read_utf8(path: Path) -> str:
                           "re-encode it as UTF-8") from None
 
 
-def _load_txt(path: Path) -> list[str]:
+def text_to_sentences(text) -> list[str]:
+    """A document's text -> sentences: each line split by the sentence splitter."""
+    if not isinstance(text, str):
+        return []
+    return [s for line in re.split(r"\n\s*\n|\n", text) for s in split_sentences(line)]
+
+
+def _txt_docs(path: Path) -> Iterator[list[str]]:
     # Documents are separated by blank lines; inside one, each line may hold several sentences.
-    return [block for block in re.split(r"\n\s*\n", _read_utf8(path)) if block.strip()]
+    for block in re.split(r"\n\s*\n", _read_utf8(path)):
+        if block.strip():
+            yield text_to_sentences(block)
 
 
-def _load_jsonl(path: Path, text_column: str) -> list[str]:
-    texts = []
+def _jsonl_docs(path: Path, text_column: str) -> Iterator[list[str]]:
     for n, line in enumerate(_read_utf8(path).splitlines(), 1):
         if not line.strip():
             continue
@@ -44,55 +75,51 @@ def _load_jsonl(path: Path, text_column: str) -> list[str]:
         except json.JSONDecodeError as e:
             raise CorpusError(f"{path}:{n}: not valid JSON ({e.msg})") from None
         if text_column not in row:
-            raise CorpusError(f"{path}:{n}: no {text_column!r} field; found {sorted(row)} "
-                              "(set data.text_column)")
-        texts.append(row[text_column])
-    return texts
+            raise CorpusError(f"{path}:{n}: no {text_column!r} field; found {sorted(row)} (set data.text_column)")
+        yield text_to_sentences(row[text_column])
 
 
-def _load_parquet(path: Path, text_column: str) -> list[str]:
+def _parquet_column(path: str, text_column: str):
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    if text_column not in table.column_names:
-        raise CorpusError(f"{path}: no {text_column!r} column; found {table.column_names} (set data.text_column)")
-    return table.column(text_column).to_pylist()
+    f = pq.ParquetFile(path)
+    if text_column not in f.schema_arrow.names:
+        raise CorpusError(f"{path}: no {text_column!r} column; found {f.schema_arrow.names} (set data.text_column)")
+    return f
 
 
-_LOADERS = {".txt": _load_txt, ".jsonl": _load_jsonl, ".json": _load_jsonl, ".parquet": _load_parquet}
+def _parquet_docs(unit: Unit, text_column: str) -> Iterator[list[str]]:
+    import pyarrow as pa
+
+    f = _parquet_column(unit.path, text_column)
+    is_list = pa.types.is_list(f.schema_arrow.field(text_column).type)
+    table = f.read_row_groups(list(unit.groups), columns=[text_column]) if unit.groups else \
+        f.read(columns=[text_column])
+    for value in table.column(text_column).to_pylist():
+        yield [s for s in (value or []) if isinstance(s, str) and s.strip()] if is_list else text_to_sentences(value)
 
 
-def load_local(path: str | os.PathLike, text_column: str = "text") -> list[Document]:
-    """Documents from a file or a folder of files (sorted, so the order is deterministic)."""
-    root = Path(path).expanduser()
-    if not root.exists():
-        raise CorpusError(f"corpus path {str(root)!r} does not exist; allowed: builtin, synthetic, "
-                          "an existing .txt/.jsonl/.parquet file or folder, or hub:NAME")
-    files = sorted(p for p in root.rglob("*") if p.suffix in _LOADERS) if root.is_dir() else [root]
-    if root.is_file() and root.suffix not in _LOADERS:
-        raise CorpusError(f"{root}: unsupported file type {root.suffix!r}; allowed: {', '.join(_LOADERS)}")
-    docs: list[Document] = []
-    for f in files:
-        loader = _LOADERS[f.suffix]
-        texts = loader(f) if f.suffix == ".txt" else loader(f, text_column)
-        docs.extend(documents_from_texts(texts, source=f.name, paragraphs_as_sentences=True))
-    return docs
-
-
-def load_hub(spec: str, text_column: str = "text", split: str = "train") -> list[Document]:
-    """``hub:NAME[:CONFIG]`` through ``datasets.load_dataset``; also accepts a local dataset path."""
+def _hub_stream(unit: Unit):
     import datasets
 
-    name, _, config = spec.removeprefix("hub:").partition(":")
     try:
-        ds = datasets.load_dataset(name, config or None, split=split)
+        ds = datasets.load_dataset(unit.path, unit.config or None, split=unit.split, streaming=True)
     except Exception as e:  # the hub's own errors are long; one line is what the user needs
-        raise CorpusError(f"hub dataset {name!r} (config {config or None!r}, split {split!r}) could not be "
-                          f"loaded: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    if text_column not in ds.column_names:
-        raise CorpusError(f"hub dataset {name!r}: no {text_column!r} column; found {ds.column_names} "
-                          "(set data.text_column)")
-    return documents_from_texts(ds[text_column], source=name, paragraphs_as_sentences=True)
+        raise CorpusError(f"hub dataset {unit.path!r} (config {unit.config or None!r}, split {unit.split!r}) "
+                          f"could not be loaded: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; "
+                          "check the name on the hub, or point data.corpus at local files") from None
+    return ds
+
+
+def _hub_docs(unit: Unit, text_column: str) -> Iterator[list[str]]:
+    ds = _hub_stream(unit)
+    if unit.n_shards > 1:
+        ds = ds.shard(num_shards=unit.n_shards, index=unit.shard)
+    for row in ds:
+        if text_column not in row:
+            raise CorpusError(f"hub dataset {unit.path!r}: no {text_column!r} column; found {sorted(row)} "
+                              "(set data.text_column)")
+        yield text_to_sentences(row[text_column])
 
 
 _WORDS = ("time year people way day man thing woman life child world school state family student group "
@@ -117,26 +144,125 @@ def synthetic_documents(n_docs: int = 200, seed: int = 0, sentences_per_doc: tup
     return docs
 
 
+def read_unit(unit: Unit, text_column: str = "text") -> Iterator[list[str]]:
+    """The documents of one unit, as lists of sentences, in order (empty documents dropped)."""
+    if unit.kind == "synthetic":
+        docs = (d.sentences for d in synthetic_documents(int(unit.path)))
+    elif unit.kind in ("parquet", "builtin"):
+        docs = _parquet_docs(unit, "sentences" if unit.kind == "builtin" else text_column)
+    elif unit.kind == "jsonl":
+        docs = _jsonl_docs(Path(unit.path), text_column)
+    elif unit.kind == "txt":
+        docs = _txt_docs(Path(unit.path))
+    elif unit.kind == "hub":
+        docs = _hub_docs(unit, text_column)
+    else:
+        raise CorpusError(f"unit kind {unit.kind!r} is not valid; allowed: builtin, parquet, jsonl, txt, hub, synthetic")
+    n = 0
+    for sentences in docs:
+        if not sentences:
+            continue
+        yield sentences
+        n += 1
+        if unit.limit and n >= unit.limit:
+            return
+
+
+def _local_files(corpus: str) -> list[Path]:
+    root = Path(corpus).expanduser()
+    if not root.exists():
+        raise CorpusError(f"corpus path {str(root)!r} does not exist; allowed: builtin, synthetic, "
+                          "an existing .txt/.jsonl/.parquet file or folder, or hub:NAME")
+    if root.is_file() and root.suffix not in FILE_KINDS:
+        raise CorpusError(f"{root}: unsupported file type {root.suffix!r}; allowed: {', '.join(FILE_KINDS)}")
+    files = sorted(p for p in root.rglob("*") if p.suffix in FILE_KINDS) if root.is_dir() else [root]
+    if not files:
+        raise CorpusError(f"corpus folder {str(root)!r} holds no {', '.join(FILE_KINDS)} files")
+    return files
+
+
+def _parquet_units(path: str, kind: str, text_column: str, budget: int, start_id: int) -> tuple[list[Unit], int]:
+    """Units of about UNIT_DOCUMENTS rows from whole row groups; ``budget`` > 0 stops after that many
+    documents. Returns the units and the rows they hold."""
+    meta = _parquet_column(path, "sentences" if kind == "builtin" else text_column).metadata
+    units, groups, rows, used = [], [], 0, 0
+    for g in range(meta.num_row_groups):
+        groups.append(g)
+        rows += meta.row_group(g).num_rows
+        full = bool(budget) and used + rows >= budget
+        if full or rows >= UNIT_DOCUMENTS or g == meta.num_row_groups - 1:
+            units.append(Unit(start_id + len(units), kind, path, tuple(groups), budget - used if full else 0))
+            used += budget - used if full else rows
+            if full:
+                break
+            groups, rows = [], 0
+    return units, used
+
+
+def list_units(corpus: str, *, text_column: str = "text", hub_split: str = "train", max_documents: int = 0,
+               cache_dir: str | None = None) -> list[Unit]:
+    """The units of a source, in order; with ``max_documents`` only those holding the first N documents."""
+    if corpus == "synthetic":
+        return [Unit(0, "synthetic", str(max_documents or 200))]
+    if corpus == "builtin":
+        from trainables.data.builtin import builtin_corpus_path
+
+        return _parquet_units(str(builtin_corpus_path(cache_dir)), "builtin", text_column, max_documents, 0)[0]
+    if corpus.startswith("hub:"):
+        name, _, config = corpus.removeprefix("hub:").partition(":")
+        base = Unit(0, "hub", name, config=config, split=hub_split)
+        if max_documents:
+            return [base._replace(limit=max_documents)]
+        shards = max(int(getattr(_hub_stream(base), "n_shards", 1) or 1), 1)
+        return [base._replace(id=i, shard=i, n_shards=shards) for i in range(shards)]
+    units: list[Unit] = []
+    left = max_documents
+    for f in _local_files(corpus):
+        kind = FILE_KINDS[f.suffix]
+        if kind == "parquet":
+            new, used = _parquet_units(str(f), kind, text_column, left, len(units))
+            units += new
+        else:
+            used = sum(1 for _ in read_unit(Unit(0, kind, str(f), limit=left), text_column)) if max_documents else 0
+            units.append(Unit(len(units), kind, str(f), limit=left if max_documents and used >= left else 0))
+        if max_documents:
+            left -= used
+            if left <= 0:
+                break
+    return units
+
+
+def source_identity(corpus: str, *, text_column: str = "text", hub_split: str = "train", hub_revision: str = "",
+                    cache_dir: str | None = None) -> dict:
+    """What names the source, without reading its text: O(1) in the corpus size."""
+    if corpus == "synthetic":
+        return {"kind": "synthetic"}
+    if corpus == "builtin":
+        from trainables.data.builtin import builtin_corpus_sha256
+
+        return {"kind": "builtin", "sha256": builtin_corpus_sha256(cache_dir)}
+    if corpus.startswith("hub:"):
+        import datasets
+
+        name, _, config = corpus.removeprefix("hub:").partition(":")
+        return {"kind": "hub", "name": name, "config": config, "split": hub_split, "revision": hub_revision or "main",
+                "text_column": text_column, "datasets": datasets.__version__}
+    files = _local_files(corpus)
+    return {"kind": "files", "text_column": text_column,
+            "files": [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
+
+
 def load_documents(corpus: str, *, text_column: str = "text", hub_split: str = "train",
                    max_documents: int = 0) -> list[Document]:
-    """Resolve a ``data.corpus`` value to documents; documents with one sentence are kept (they can
-    still be single segments) but counted, and an empty result is an error."""
-    if corpus == "builtin":
-        from trainables.data.builtin import load_builtin_documents
-
-        docs = load_builtin_documents()
-    elif corpus == "synthetic":
-        docs = synthetic_documents(max_documents or 200)
-    elif corpus.startswith("hub:"):
-        docs = load_hub(corpus, text_column, hub_split)
-    else:
-        docs = load_local(corpus, text_column)
-    if max_documents:
-        docs = docs[:max_documents]
+    """Every document of a source in memory (small corpora, ``describe``); training reads prepared shards."""
+    docs = [Document(f"{u.kind}:{u.id}:{i}", Path(u.path).name if u.kind not in ("hub", "synthetic") else u.kind, s)
+            for u in list_units(corpus, text_column=text_column, hub_split=hub_split, max_documents=max_documents)
+            for i, s in enumerate(read_unit(u, text_column))]
     if not docs:
         raise CorpusError(f"corpus {corpus!r} has no documents with text; nothing to train on")
-    single = sum(len(d.sentences) < 2 for d in docs)
-    if single:
-        log.info("corpus %s: %d of %d documents have one sentence (no pair can be built inside them)",
-                 corpus, single, len(docs))
     return docs
+
+
+__all__ = ["CorpusError", "Document", "Unit", "list_units", "load_documents", "read_unit", "source_identity",
+           "synthetic_documents", "text_to_sentences"]
+

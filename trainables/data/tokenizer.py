@@ -1,14 +1,17 @@
-"""WordPiece tokenizers: trained on the pretraining corpus (cached by content hash) or loaded from a dir.
+"""WordPiece tokenizers: trained on a sample of the corpus at preparation, or loaded from a directory.
 
 The tokenizer is a ``transformers.BertTokenizerFast`` built from a ``tokenizers`` object (transformers
 5 silently ignores ``vocab_file=``), with a post-processor that adds ``[CLS]``/``[SEP]`` and
 ``token_type_ids``, so that stock ``AutoTokenizer`` / ``pipeline`` code loads it from a checkpoint.
+
+Training is not bit-reproducible across processes (``tokenizers`` assigns the ids of continuation
+pieces in hash-map order and breaks ties on them: huggingface/tokenizers#1794), so a corpus is
+tokenized once, at preparation, and every trial reads the tokenizer written beside its shards; its
+checksum is in the prepared manifest and in every run's record.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import os
 from pathlib import Path
 from typing import Iterable
@@ -17,8 +20,6 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
 
 from trainables.data.text import CorpusError, Document
-
-log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -30,25 +31,14 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     return Path(root).expanduser()
 
 
-def corpus_fingerprint(docs: Iterable[Document]) -> str:
-    """sha256 over every sentence and document boundary: any change to the text changes it."""
-    h = hashlib.sha256()
-    for d in docs:
-        for s in d.sentences:
-            h.update(s.encode("utf-8"))
-            h.update(b"\x1f")
-        h.update(b"\x1e")
-    return h.hexdigest()
-
-
 def _wrap(tok: Tokenizer, lowercase: bool) -> PreTrainedTokenizerFast:
     return BertTokenizerFast(tokenizer_object=tok, do_lower_case=lowercase, unk_token="[UNK]", sep_token="[SEP]",
                              pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]",
                              model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
-def train_wordpiece(docs: list[Document], vocab_size: int, lowercase: bool = True) -> PreTrainedTokenizerFast:
-    """Train a BERT-style WordPiece on the documents' sentences."""
+def train_wordpiece_on(sentences: Iterable[str], vocab_size: int, lowercase: bool = True) -> PreTrainedTokenizerFast:
+    """Train a BERT-style WordPiece on an iterable of sentences."""
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                                 strip_accents=None, lowercase=lowercase)
@@ -56,12 +46,17 @@ def train_wordpiece(docs: list[Document], vocab_size: int, lowercase: bool = Tru
     tok.decoder = decoders.WordPiece(prefix="##")
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                         min_frequency=2, show_progress=False)
-    tok.train_from_iterator((s for d in docs for s in d.sentences), trainer=trainer)
+    tok.train_from_iterator(sentences, trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
     return _wrap(tok, lowercase)
+
+
+def train_wordpiece(docs: list[Document], vocab_size: int, lowercase: bool = True) -> PreTrainedTokenizerFast:
+    """Train a BERT-style WordPiece on the documents' sentences."""
+    return train_wordpiece_on((s for d in docs for s in d.sentences), vocab_size, lowercase)
 
 
 def load_tokenizer(path: str | os.PathLike) -> PreTrainedTokenizerFast:
@@ -77,26 +72,3 @@ def load_tokenizer(path: str | os.PathLike) -> PreTrainedTokenizerFast:
     if missing:
         raise CorpusError(f"tokenizer {str(p)!r} lacks the special tokens {missing}; a BERT WordPiece vocabulary is needed")
     return _wrap(tok.backend_tokenizer, lowercase=bool(getattr(tok, "do_lower_case", True)))
-
-
-def build_tokenizer(docs: list[Document], vocab_size: int, lowercase: bool = True, *,
-                    tokenizer_dir: str = "", cache_dir: str | os.PathLike | None = None,
-                    fingerprint: str | None = None) -> tuple[PreTrainedTokenizerFast, str]:
-    """Return ``(tokenizer, tokenizer_key)``: loaded from ``tokenizer_dir`` if given, else trained on the
-    corpus and cached under ``<cache>/tokenizers/<key>`` with key = hash(corpus, vocab size, casing)."""
-    if tokenizer_dir:
-        tok = load_tokenizer(tokenizer_dir)
-        return tok, hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()[:16]
-    fingerprint = fingerprint or corpus_fingerprint(docs)
-    key = hashlib.sha256(f"{fingerprint}|wordpiece|{vocab_size}|{lowercase}".encode()).hexdigest()[:16]
-    path = cache_root(cache_dir) / "tokenizers" / key
-    if (path / "tokenizer.json").exists():
-        return load_tokenizer(path), key
-    log.info("training WordPiece (vocab %d) on %d documents", vocab_size, len(docs))
-    tok = train_wordpiece(docs, vocab_size, lowercase)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tok.save_pretrained(str(tmp))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        os.replace(tmp, path)  # atomic: a concurrent trial either sees the whole dir or none of it
-    return load_tokenizer(path), key

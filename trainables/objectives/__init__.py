@@ -23,7 +23,7 @@ from trainables.objectives.base import PAIR_CONSTRUCTIONS, Objective, Variant
 
 PLUGINS_ENV = "BERT_OBJECTIVES_PLUGINS"
 OBJECTIVES: dict[str, Objective] = {}
-NONE = Variant({}, "pair", "no pretraining: the seeded initial weights")
+NONE = Variant({}, "nsp_pairs", "no pretraining: the seeded initial weights")
 VARIANTS: dict[str, Variant] = {}
 
 

@@ -19,7 +19,7 @@ class Variant:
     """A named set of loss weights and the input format it trains on; never a code path."""
 
     weights: dict[str, float]
-    input_format: str  # single | pair
+    input_format: str  # single | nsp_pairs | sop_pairs (trainables.data.batches)
     doc: str = ""
 
 
@@ -37,7 +37,8 @@ class Objective:
     ``options``: its settings with defaults (``objective.<name>.<option>=value`` on the command line),
     checked by ``check``. ``build(bert, model_cfg, options) -> nn.Module``: modules it owns.
     ``corrupt(module, bert, batch, options) -> (batch for the encoder, aux)``: runs before the encoder.
-    ``forward(module, out, batch, aux, options) -> aux``: runs after it. ``variants``: the named
+    ``forward(module, out, batch, aux, options) -> aux``: runs after it. ``intrinsic`` measures it on
+    held-out text for every variant (``metrics`` names what it returns). ``variants``: the named
     variants it introduces; ``search``: the range the search phase draws its weight from.
     """
 
@@ -54,7 +55,9 @@ class Objective:
     build: Callable | None = None
     corrupt: Callable | None = None
     forward: Callable | None = None
-    save: Callable | None = None  # save(module, bert, tokenizer, out_dir): extra checkpoints it writes
+    save: Callable | None = None  # save(module, bert, tokenizer, out_dir, options): extra checkpoints it writes
+    intrinsic: Callable | None = None  # (PretrainModel, EvalSets, device) -> {metric: value}, on every variant
+    metrics: tuple[tuple[str, str], ...] = ()  # (name, meaning) of what ``intrinsic`` returns: export columns
     variants: dict[str, Variant] = field(default_factory=dict)
     search: tuple[float, float] = (0.0, 2.0)
 

@@ -2,14 +2,16 @@
 
 Both read one two-way head on the pooled [CLS] and share its loss; they differ only in how the data
 builds the pairs (``pairs``): NSP replaces B by a segment of another document half of the time, SOP
-swaps A and B half of the time (``trainables.data.examples``). The two cannot train together.
+swaps A and B half of the time (``trainables.data.samples``). The two cannot train together.
+Intrinsic metric: the pair head's accuracy on held-out pairs, for every variant (chance 0.5).
 """
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 
-from trainables.data.examples import IGNORE
+from trainables.data.samples import IGNORE
 from trainables.objectives.base import Objective, Variant
 
 
@@ -18,16 +20,34 @@ def pair_loss(out, batch, options=None):
     return F.cross_entropy(out.pair_logits.float(), batch.pair_labels, ignore_index=IGNORE)
 
 
+def _accuracy(fmt: str, name: str):
+    @torch.no_grad()
+    def metric(model, sets, device) -> dict[str, float]:
+        from trainables.model import forward_pretraining
+
+        right, total = 0, 0
+        for batch in sets.plain[fmt]:
+            batch = batch.to(device)
+            logits = forward_pretraining(model.bert, batch, need_mlm=False).pair_logits
+            keep = batch.pair_labels != IGNORE
+            right += int((logits.argmax(-1)[keep] == batch.pair_labels[keep]).sum())
+            total += int(keep.sum())
+        return {name: right / max(total, 1)}
+    return metric
+
+
 PAIR_HEAD = ("bert.pooler.", "cls.seq_relationship.")
 NSP = Objective(
     "nsp", "next sentence prediction: is segment B the continuation of A, or from another document?", pair_loss,
-    head="pair", head_params=PAIR_HEAD, pairs="nsp",
-    variants={"nsp_only": Variant({"nsp": 1.0}, "pair", "NSP alone")},
+    head="pair", head_params=PAIR_HEAD, pairs="nsp", intrinsic=_accuracy("nsp_pairs", "pair_acc_nsp"),
+    metrics=(("pair_acc_nsp", "held-out NSP accuracy of the pair head (chance 0.5)"),),
+    variants={"nsp_only": Variant({"nsp": 1.0}, "nsp_pairs", "NSP alone")},
 )
 SOP = Objective(
     "sop", "sentence order prediction: are segments A and B in their original order?", pair_loss,
-    head="pair", head_params=PAIR_HEAD, pairs="sop",
-    variants={"sop_only": Variant({"sop": 1.0}, "pair", "SOP alone"),
-              "mlm_sop": Variant({"mlm": 1.0, "sop": 1.0}, "pair", "ALBERT: MLM + SOP")},
+    head="pair", head_params=PAIR_HEAD, pairs="sop", intrinsic=_accuracy("sop_pairs", "pair_acc_sop"),
+    metrics=(("pair_acc_sop", "held-out SOP accuracy of the pair head (chance 0.5)"),),
+    variants={"sop_only": Variant({"sop": 1.0}, "sop_pairs", "SOP alone"),
+              "mlm_sop": Variant({"mlm": 1.0, "sop": 1.0}, "sop_pairs", "ALBERT: MLM + SOP")},
 )
 REGISTER = (NSP, SOP)

@@ -1,0 +1,276 @@
+"""Preparation, once per corpus + tokenizer fingerprint: source -> sentences -> WordPiece -> shards.
+
+    prepare_corpus(cfg.data, vocab_size=8192, engine="ray")   # the sweep driver, on every CPU of the cluster
+    open_prepared(cfg)                                        # a trial: prepares with local processes if needed
+
+1. The fingerprint names the preparation from the source's identity (``sources.source_identity``: file
+   names, sizes and mtimes, the built-in checksum, a hub name and revision) and the tokenizer settings,
+   so a warm start reads no text at all.
+2. The tokenizer is trained on a bounded, deterministic sample (the first ``data.tokenizer_sample``
+   sentences in source order), or loaded from ``data.tokenizer_dir``, and written first.
+3. Each unit of the source (a file, parquet row groups, a hub shard) is split into sentences and
+   tokenized by one worker -- a Ray Data task (``engine="ray"``), a local process, or this process --
+   and written as one shard with its done marker. A killed preparation resumes: finished shards are
+   kept, half-written ones are redone.
+4. The global offsets, the held-out documents and the manifest are written last.
+
+The prepared folder is ``<data.prepared_root or cache>/prepared/<fingerprint>/`` (local, file://,
+s3:// or gs://); trials on other nodes copy it to their local cache once and memory-map it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from trainables.data import shards
+from trainables.data.sources import Unit, list_units, read_unit, source_identity
+from trainables.data.text import CorpusError
+
+log = logging.getLogger(__name__)
+
+SPLIT_SEED = 0  # the held-out documents are fixed by the corpus, the same for every seed and variant
+ENGINES = ("auto", "ray", "local")
+
+
+def prepared_root(data, cache_dir: str | None = None) -> str:
+    """Where prepared corpora live: ``data.prepared_root``, else ``<cache>/prepared``."""
+    from trainables.data.tokenizer import cache_root
+
+    return data.prepared_root or str(cache_root(cache_dir or data.cache_dir) / "prepared")
+
+
+def tokenizer_spec(data, vocab_size: int, tokenizer_dir: str = "") -> dict:
+    """The tokenizer part of the fingerprint: a given tokenizer by its content, or how one is trained."""
+    if tokenizer_dir:
+        p = Path(tokenizer_dir).expanduser() / "tokenizer.json"
+        if not p.exists():
+            raise CorpusError(f"tokenizer directory {str(p.parent)!r} has no tokenizer.json; it needs the files "
+                              "written by tokenizer.save_pretrained (tokenizer.json, tokenizer_config.json)")
+        return {"given": hashlib.sha256(p.read_bytes()).hexdigest()}
+    return {"wordpiece": vocab_size, "lowercase": data.lowercase, "sample": data.tokenizer_sample}
+
+
+def fingerprint_of(data, vocab_size: int, tokenizer_dir: str = "") -> tuple[str, dict]:
+    """(fingerprint, what it hashes): the source's identity, the subset, the tokenizer, the split."""
+    what = {"source": source_identity(data.corpus, text_column=data.text_column, hub_split=data.hub_split,
+                                      hub_revision=data.hub_revision, cache_dir=data.cache_dir or None),
+            "max_documents": data.max_documents, "tokenizer": tokenizer_spec(data, vocab_size, tokenizer_dir),
+            "heldout_fraction": data.heldout_fraction, "split_seed": SPLIT_SEED, "format": shards.FORMAT_VERSION}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16], what
+
+
+def _sample_sentences(units: list[Unit], text_column: str, limit: int) -> Iterator[str]:
+    n = 0
+    for unit in units:
+        for doc in read_unit(unit, text_column):
+            for s in doc:
+                yield s
+                n += 1
+                if n >= limit:
+                    return
+
+
+def _write_tokenizer(dir_uri: str, units: list[Unit], data, vocab_size: int, tokenizer_dir: str) -> str:
+    """The tokenizer's JSON, written into the folder first (reused as it is when resuming)."""
+    from trainables.data.tokenizer import load_tokenizer, train_wordpiece_on
+
+    fs, base = shards.filesystem(dir_uri)
+    existing = posixpath.join(base, "tokenizer", "tokenizer.json")
+    if fs.get_file_info(existing).type == shards.pafs.FileType.File:
+        with fs.open_input_stream(existing) as f:
+            return f.read().decode()
+    if tokenizer_dir:
+        tok = load_tokenizer(tokenizer_dir)
+    else:
+        log.info("training WordPiece (vocab %d) on the first %d sentences", vocab_size, data.tokenizer_sample)
+        tok = train_wordpiece_on(_sample_sentences(units, data.text_column, data.tokenizer_sample), vocab_size,
+                                 data.lowercase)
+    tmp = Path(shards.local_path(dir_uri).parent if shards.is_local(dir_uri) else "/tmp") / f".tok{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok.save_pretrained(str(tmp))
+    for f in sorted(tmp.iterdir()):  # tokenizer.json last: its presence means the tokenizer is whole
+        if f.name != "tokenizer.json":
+            shards.write_bytes(fs, posixpath.join(base, "tokenizer", f.name), f.read_bytes())
+    text = (tmp / "tokenizer.json").read_text()
+    shards.write_bytes(fs, existing, text.encode())
+    shutil.rmtree(tmp, ignore_errors=True)
+    return text
+
+
+def tokenize_unit(unit: dict, dir_uri: str, tokenizer_json: str, vocab_size: int, text_column: str) -> dict:
+    """One worker's job: read a unit, tokenize its sentences, write its shard; returns the shard's meta.
+    Imports nothing heavy (a Ray Data task or a local process runs it)."""
+    from tokenizers import Tokenizer
+
+    groups = unit.get("groups")
+    unit = Unit(**{**unit, "groups": tuple(int(g) for g in groups) if groups is not None else ()})
+    tok = Tokenizer.from_str(tokenizer_json)
+    docs = list(read_unit(unit, text_column))
+    encoded = tok.encode_batch([s for d in docs for s in d], add_special_tokens=False)
+    lengths, doc_sentences, flat, k = [], [], [], 0
+    for d in docs:
+        kept = 0
+        for e in encoded[k:k + len(d)]:
+            if e.ids:
+                flat.append(e.ids)
+                lengths.append(len(e.ids))
+                kept += 1
+        k += len(d)
+        if kept:
+            doc_sentences.append(kept)
+    dtype = shards.token_dtype(vocab_size)
+    tokens = np.fromiter((t for ids in flat for t in ids), dtype=dtype, count=int(sum(lengths)))
+    sources = {}
+    if unit.kind in ("txt", "jsonl", "parquet") and (unit.groups[:1] in ((), (0,))):
+        sources[unit.path] = hashlib.sha256(Path(unit.path).read_bytes()).hexdigest()
+    meta = shards.write_shard(dir_uri, unit.id, tokens, np.asarray(lengths, np.int64),
+                              np.asarray(doc_sentences, np.int64), sources)
+    return dict(meta.__dict__)
+
+
+def _run_units(todo: list[Unit], dir_uri: str, tok_json: str, vocab_size: int, text_column: str, engine: str,
+               workers: int) -> list[dict]:
+    args = (dir_uri, tok_json, vocab_size, text_column)
+    if engine == "ray":
+        import ray
+
+        ds = ray.data.from_items([{"unit": json.dumps(u._asdict())} for u in todo], override_num_blocks=max(len(todo), 1))
+        rows = ds.map(lambda row: {"meta": json.dumps(tokenize_unit(json.loads(row["unit"]), *args))},
+                      num_cpus=1).take_all()
+        return [json.loads(r["meta"]) for r in rows]
+    if workers <= 1 or len(todo) <= 1:
+        return [tokenize_unit(u._asdict(), *args) for u in todo]
+    import concurrent.futures
+    import multiprocessing
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the processes are the parallelism
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(tokenize_unit, [u._asdict() for u in todo], *[[a] * len(todo) for a in args]))
+
+
+@contextlib.contextmanager
+def _lock(root: str, fp: str):
+    """One preparation of a fingerprint at a time on this machine (local roots); others wait for it."""
+    if not shards.is_local(root):
+        yield
+        return
+    path = shards.local_path(root) / f".{fp}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        import fcntl
+
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _check_writable(root: str) -> None:
+    fs, base = shards.filesystem(root)
+    probe = posixpath.join(base, f".write-probe-{os.getpid()}")
+    try:
+        fs.create_dir(base, recursive=True)
+        shards.write_bytes(fs, probe, b"ok")
+        fs.delete_file(probe)
+    except OSError as err:
+        raise CorpusError(f"storage {root!r} is not writable ({str(err).splitlines()[0]}); choose another "
+                          "--storage or data.prepared_root, or fix its permissions") from None
+
+
+def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: str = "auto", workers: int = 0,
+                   cache_dir: str | None = None) -> str:
+    """Prepare (or find prepared) ``data.corpus``; returns the prepared folder's URI."""
+    if engine not in ENGINES:
+        raise CorpusError(f"engine={engine!r} is not valid; allowed: {', '.join(ENGINES)}")
+    root = prepared_root(data, cache_dir)
+    fp, what = fingerprint_of(data, vocab_size, tokenizer_dir)
+    dir_uri = f"{root.rstrip('/')}/{fp}"
+    fs, base = shards.filesystem(dir_uri)
+    if shards.read_json(fs, posixpath.join(base, shards.MANIFEST)):
+        return dir_uri
+    _check_writable(root)
+    with _lock(root, fp):
+        if shards.read_json(fs, posixpath.join(base, shards.MANIFEST)):  # another process finished it
+            return dir_uri
+        t0 = time.perf_counter()
+        units = list_units(data.corpus, text_column=data.text_column, hub_split=data.hub_split,
+                           max_documents=data.max_documents, cache_dir=data.cache_dir or None)
+        if not units:
+            raise CorpusError(f"corpus {data.corpus!r} has no documents with text; nothing to train on")
+        fs.create_dir(base, recursive=True)
+        tok_json = _write_tokenizer(dir_uri, units, data, vocab_size, tokenizer_dir)
+        done = shards.done_shards(dir_uri)
+        todo = [u for u in units if u.id not in done]
+        if engine == "auto":
+            engine = "ray" if _ray_running() else "local"
+        n = workers or os.cpu_count() or 1
+        log.info("preparing %s: %d units (%d already done) on %s with %s", data.corpus, len(units), len(done),
+                 engine, "the cluster" if engine == "ray" else f"{n} process(es)")
+        metas = _run_units(todo, dir_uri, tok_json, vocab_size, data.text_column, engine, n)
+        done.update({m["shard"]: shards.ShardMeta(**m) for m in metas})
+        if not sum(done[u.id].n_documents for u in units):
+            raise CorpusError(f"corpus {data.corpus!r} has no documents with text; nothing to train on")
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(tok_json)
+        manifest = {"fingerprint": fp, "identity": what, "corpus": data.corpus, "vocab_size": tok.get_vocab_size(),
+                    "token_dtype": shards.token_dtype(vocab_size).name,
+                    "tokenizer_sha256": hashlib.sha256(tok_json.encode()).hexdigest(), "engine": engine,
+                    "prepare_seconds": round(time.perf_counter() - t0, 2)}
+        full = shards.finalize(dir_uri, [done[u.id] for u in units], data.heldout_fraction, SPLIT_SEED, manifest)
+        log.info("prepared %s: %d documents, %d sentences, %d tokens in %.1f s -> %s", data.corpus,
+                 full["documents"], full["sentences"], full["tokens"], full["prepare_seconds"], dir_uri)
+    return dir_uri
+
+
+def _ray_running() -> bool:
+    import sys
+
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
+def local_copy(dir_uri: str, cache_dir: str | None = None) -> Path:
+    """A local folder holding the prepared data: the folder itself, or this node's copy of a remote one."""
+    if shards.is_local(dir_uri):
+        return shards.local_path(dir_uri)
+    import pyarrow.fs as pafs
+
+    from trainables.data.tokenizer import cache_root
+
+    target = cache_root(cache_dir) / "prepared-mirror" / dir_uri.rstrip("/").rsplit("/", 1)[-1]
+    if (target / shards.MANIFEST).exists():
+        return target
+    with _lock(str(target.parent), target.name):
+        if not (target / shards.MANIFEST).exists():
+            fs, base = shards.filesystem(dir_uri)
+            tmp = target.with_name(target.name + f".copy{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            pafs.copy_files(base, str(tmp), source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+    return target
+
+
+def open_prepared(cfg, *, engine: str = "auto", workers: int = 0) -> shards.PreparedCorpus:
+    """The prepared corpus of ``cfg`` (preparing it first if needed), opened from a local folder."""
+    d = cfg.data
+    tokenizer_dir = d.tokenizer_dir or cfg.run.init_checkpoint  # continued pretraining keeps the model's vocabulary
+    if d.prepared:
+        fp, _ = fingerprint_of(d, cfg.model.vocab_size, tokenizer_dir)
+        return shards.PreparedCorpus(local_copy(d.prepared, d.cache_dir or None), expect={"fingerprint": fp})
+    dir_uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=tokenizer_dir, engine=engine, workers=workers)
+    return shards.PreparedCorpus(local_copy(dir_uri, d.cache_dir or None))

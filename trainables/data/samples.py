@@ -1,0 +1,187 @@
+"""Samples of one (pretraining seed, epoch) as index arrays: chunks, their pairs, the batch order.
+
+As Megatron's BERT dataset builds its samples mapping, every sample is decided from the prepared
+corpus's offsets, never by materialising examples, and BEFORE any objective looks at it:
+
+    chunks   one row per chunk (``CHUNK``): its document; segment A [a0, a1) and B [b0, b1) as global
+             token offsets (BERT's create_instances_from_document: consecutive sentences up to a
+             target length, a random split point, the longer segment trimmed at random ends to fit);
+             NSP's label and random B [r0, r1) from another document; SOP's swap label
+    order    the epoch's batches of chunk indices (n_batches, batch_size), length-bucketed on the
+             chunk's length, which no objective changes
+
+So every variant of one seed reads the same chunks in the same batches at every step; the input
+format only decides how a chunk is laid out (``trainables.data.batches``). All randomness comes from
+generators keyed on (data seed, epoch, stream); results are cached beside the prepared corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from trainables.batching import bucket_batches
+from trainables.data.shards import PreparedCorpus
+from trainables.data.text import CorpusError
+
+IGNORE = -100  # label of positions and pairs that carry no loss
+CHUNK = np.dtype([("doc", np.int64), ("a0", np.int64), ("a1", np.int64), ("b0", np.int64), ("b1", np.int64),
+                  ("nsp", np.int8), ("r0", np.int64), ("r1", np.int64), ("sop", np.int8)])
+SAMPLES_VERSION = 1
+
+
+def _rng(seed: int, epoch: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng([seed, epoch, stream, SAMPLES_VERSION])
+
+
+def _pick(rng: np.random.Generator, upper: np.ndarray) -> np.ndarray:
+    """An integer in [1, upper) per row (upper >= 2), one uniform draw per row."""
+    return 1 + np.floor(rng.random(len(upper)) * (upper - 1)).astype(np.int64)
+
+
+def _trim(a_len: np.ndarray, b_len: np.ndarray, max_tokens: int, rng: np.random.Generator):
+    """BERT's truncate_seq_pair in closed form: the longer segment loses a token until they fit (ties:
+    B), each token from the front or the back at random; returns tokens cut from the front and back
+    of A and of B. The number cut from the front is Binomial(cut, 1/2), as for per-token coin flips."""
+    excess = np.maximum(a_len + b_len - max_tokens, 0)
+    d = a_len - b_len
+    first = np.minimum(excess, np.abs(d))
+    rest = excess - first
+    cut_a = np.where(d > 0, first, 0) + rest // 2
+    cut_b = np.where(d < 0, first, 0) + rest - rest // 2
+    front_a, front_b = rng.binomial(cut_a, 0.5), rng.binomial(cut_b, 0.5)
+    return front_a, cut_a - front_a, front_b, cut_b - front_b
+
+
+def build_chunks(corpus: PreparedCorpus, docs: np.ndarray, seq_len: int, short_seq_prob: float,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Chunks of consecutive sentences of ``docs`` (vectorised over documents, one round per chunk)."""
+    max_tokens = seq_len - 3  # [CLS] A [SEP] B [SEP]
+    offsets = corpus.sentences
+    s0, s1 = corpus.doc_sentences(docs)
+    cur, active = s0.copy(), np.arange(len(docs))
+    parts = []
+    while active.size:
+        n = active.size
+        target = np.where(rng.random(n) < short_seq_prob, rng.integers(2, max_tokens + 1, n), max_tokens)
+        start = np.asarray(offsets[cur[active]])
+        k = np.searchsorted(offsets, start + target, side="left")  # first sentence start >= start + target
+        k = np.clip(k, cur[active] + 1, s1[active])
+        parts.append(np.stack([active, cur[active], k]))
+        cur[active] = k
+        active = active[cur[active] < s1[active]]
+    idx, first, end = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
+    order = np.lexsort((first, idx))  # chunks in document order, then position
+    idx, first, end = idx[order], first[order], end[order]
+    n_sent = end - first
+    tok0, tok1 = np.asarray(offsets[first]), np.asarray(offsets[end])
+    multi = n_sent >= 2
+    cut_sent = first + _pick(rng, np.where(multi, n_sent, 2))
+    one_len = tok1 - tok0
+    cut_tok = np.where(one_len >= 2, tok0 + _pick(rng, np.maximum(one_len, 2)), tok1)
+    mid = np.where(multi, np.asarray(offsets[np.minimum(cut_sent, len(offsets) - 1)]), cut_tok)
+    fa, ba, fb, bb = _trim(mid - tok0, tok1 - mid, max_tokens, rng)
+    out = np.zeros(len(idx), CHUNK)
+    out["doc"] = docs[idx]
+    out["a0"], out["a1"], out["b0"], out["b1"] = tok0 + fa, mid - ba, mid + fb, tok1 - bb
+    return out
+
+
+def add_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray, nsp_rng: np.random.Generator,
+              sop_rng: np.random.Generator) -> np.ndarray:
+    """NSP: B replaced half of the time by a segment of about B's length starting at a random sentence
+    of another document; SOP: A and B swapped half of the time. A chunk with an empty segment has no
+    pair to judge (label IGNORE)."""
+    n = len(chunks)
+    b_len = np.maximum(chunks["b1"] - chunks["b0"], 1)
+    replaced = nsp_rng.random(n) < 0.5
+    own = np.searchsorted(docs, chunks["doc"])
+    other = nsp_rng.integers(0, len(docs) - 1, n)
+    other = docs[other + (other >= own)]  # never the chunk's own document
+    s0, s1 = corpus.doc_sentences(other)
+    start = s0 + np.floor(nsp_rng.random(n) * (s1 - s0)).astype(np.int64)
+    r0 = np.asarray(corpus.sentences[start])
+    r1 = np.minimum(r0 + b_len, np.asarray(corpus.sentences[s1]))
+    empty = (chunks["a1"] <= chunks["a0"]) | (chunks["b1"] <= chunks["b0"])
+    chunks["nsp"] = np.where(empty, IGNORE, replaced)
+    chunks["r0"], chunks["r1"] = np.where(replaced, r0, chunks["b0"]), np.where(replaced, r1, chunks["b1"])
+    chunks["sop"] = np.where(empty, IGNORE, sop_rng.random(n) < 0.5)
+    return chunks
+
+
+def chunk_lengths(chunks: np.ndarray) -> np.ndarray:
+    """Tokens of A and B: what the batch order buckets on, the same for every input format."""
+    return (chunks["a1"] - chunks["a0"]) + (chunks["b1"] - chunks["b0"])
+
+
+def _key(corpus: PreparedCorpus, **params) -> str:
+    blob = json.dumps({"fingerprint": corpus.fingerprint, "version": SAMPLES_VERSION, **params}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _cached(path: Path, compute) -> np.ndarray:
+    """``compute()`` saved as .npy under ``path`` (atomic); later calls memory-map it."""
+    if path.exists():
+        return np.load(path, mmap_mode="r")
+    arr = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npy")
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+    return np.load(path, mmap_mode="r")
+
+
+class Samples:
+    """The samples of one data seed: chunks and batch order per epoch, computed once and cached.
+
+    ``static``: the original BERT's fixed data: epoch 0's chunks and pairs (and masks, keyed on the
+    chunk) for every epoch; the batch order is still drawn per epoch."""
+
+    def __init__(self, corpus: PreparedCorpus, *, seq_len: int, short_seq_prob: float, batch_size: int,
+                 data_seed: int, static: bool = False, docs: np.ndarray | None = None, cache: bool = True):
+        self.corpus, self.seq_len, self.short_seq_prob = corpus, seq_len, short_seq_prob
+        self.batch_size, self.data_seed, self.static = batch_size, data_seed, static
+        self.docs = corpus.train_docs if docs is None else docs
+        if len(self.docs) < 2:
+            raise CorpusError(f"{len(self.docs)} training document(s) with two or more sentences; pairs need "
+                              "at least 2")
+        self.cache = corpus.path / "samples" if cache else None
+        self._memo: dict = {}
+
+    def chunks(self, epoch: int) -> np.ndarray:
+        e = 0 if self.static else epoch
+        if ("chunks", e) not in self._memo:
+            def compute():
+                c = build_chunks(self.corpus, self.docs, self.seq_len, self.short_seq_prob, _rng(self.data_seed, e, 0))
+                return add_pairs(self.corpus, c, self.docs, _rng(self.data_seed, e, 1), _rng(self.data_seed, e, 2))
+            key = _key(self.corpus, kind="chunks", seq_len=self.seq_len, ssp=self.short_seq_prob, seed=self.data_seed,
+                       epoch=e, docs=hashlib.sha256(np.asarray(self.docs).tobytes()).hexdigest())
+            self._memo[("chunks", e)] = _cached(self.cache / f"{key}.npy", compute) if self.cache else compute()
+        return self._memo[("chunks", e)]
+
+    def order(self, epoch: int) -> np.ndarray:
+        if ("order", epoch) not in self._memo:
+            def compute():
+                batches = bucket_batches(chunk_lengths(self.chunks(epoch)), self.batch_size,
+                                         _rng(self.data_seed, epoch, 3), drop_last=True)
+                if not batches:
+                    raise CorpusError(f"the corpus yields {len(self.chunks(epoch))} chunks, fewer than one batch "
+                                      f"of {self.batch_size}; use a larger corpus or a smaller optim.batch_size")
+                return np.stack(batches).astype(np.int64)
+            key = _key(self.corpus, kind="order", seq_len=self.seq_len, ssp=self.short_seq_prob, seed=self.data_seed,
+                       epoch=epoch, static=self.static, batch=self.batch_size,
+                       docs=hashlib.sha256(np.asarray(self.docs).tobytes()).hexdigest())
+            self._memo[("order", epoch)] = _cached(self.cache / f"{key}.npy", compute) if self.cache else compute()
+        return self._memo[("order", epoch)]
+
+    def batches_in_epoch(self, epoch: int) -> int:
+        return len(self.order(epoch))
+
+    def batch_chunks(self, epoch: int, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk indices, chunk rows) of batch ``i`` of ``epoch``."""
+        idx = np.asarray(self.order(epoch)[i])
+        return idx, np.asarray(self.chunks(epoch)[idx])
