@@ -24,6 +24,13 @@ design, with a Student-t quantile on Welch-Satterthwaite degrees of freedom:
     V  = Vs P/(P-1) + Ve N/(N-1) - (Vj - Vs - Ve) PN/((P-1)(N-1))     (floored at the larger part)
     [lo, hi] = est -+ c (est - q_lo, q_hi - est),  c = sqrt(V / Vj) t_{df} / z
 
+Degrees of freedom. The seed part is estimated on P-1 df (2 with 3 seeds) and is often small by
+chance; plain Welch-Satterthwaite then returns a large df, and the p-value's tail is far too light
+(validate measured, on null designs at 3 seeds: p < 0.003 in 1.7% of contrasts, Holm's family-wise
+error 0.22). So the df is computed with the seed part at its one-sided 90% upper confidence bound,
+Vs (P-1)/chi2_{P-1}(0.1), the variance V itself unchanged: then 0.28% and 0.045 (5 seeds: 0.22%,
+0.035), at a coverage of 0.958 (0.946). The inflation vanishes as P grows.
+
 All three variances come from the same matrix products. The two-sided p-value of a difference is
 2 P(T_df > |est| / sqrt(V)). Fewer than 3 pretraining seeds: ``reliable=False``. Each interval keeps
 its split se^2 = seed_var + example_var (the part that scales as 1/P and the part that does not), for
@@ -50,6 +57,7 @@ from scipy import stats as sps
 from analysis.stats import metric_from_stats
 
 MIN_RELIABLE_SEEDS = 3
+DF_SEED_QUANTILE = 0.1  # df from the seed part's one-sided 90% upper confidence bound (module docstring)
 
 
 @dataclass(frozen=True)
@@ -137,7 +145,7 @@ class _Parts(NamedTuple):
     seed: np.ndarray  # scales as 1/P
     example: np.ndarray  # does not
     inter: np.ndarray  # seed x example, subtracted once
-    denom: np.ndarray  # Welch-Satterthwaite denominator: sum of part^2 / df
+    denom: np.ndarray  # Welch-Satterthwaite denominator of the example and interaction parts
 
 
 def _parts(seed_all, seed_k, ex_k, joint_k, w, sizes, n_seeds) -> _Parts:
@@ -156,7 +164,21 @@ def _parts(seed_all, seed_k, ex_k, joint_k, w, sizes, n_seeds) -> _Parts:
         part_i = wk ** 2 * ps * ns * np.maximum(vj - vs - ve, 0.0)
         example, inter = example + part_e, inter + part_i
         denom_e = denom_e + part_e ** 2 / dfe + part_i ** 2 / (dfs * dfe)
-    return _Parts(seed, example, inter, seed ** 2 / dfs + denom_e)
+    return _Parts(seed, example, inter, denom_e)
+
+
+def seed_df_factor(n_seeds):
+    """(P-1) / chi2_{P-1}(DF_SEED_QUANTILE): the seed part's upper confidence bound over its estimate."""
+    dfs = np.maximum(np.asarray(n_seeds, dtype=np.float64) - 1, 1)
+    return dfs / sps.chi2.ppf(DF_SEED_QUANTILE, dfs) if DF_SEED_QUANTILE > 0 else np.ones_like(dfs)
+
+
+def _df(vs: float, var: float, denom_rest: float, n_seeds: int) -> float:
+    """Welch-Satterthwaite df with the seed part at its upper confidence bound (only for the df)."""
+    up = vs * float(seed_df_factor(n_seeds))
+    var_up = var + up - vs
+    denom = up ** 2 / max(n_seeds - 1, 1) + denom_rest
+    return float(min(var_up ** 2 / denom, 1e6)) if denom > 0 else 1e6
 
 
 def _interval(est, joint, parts: _Parts, c: int, n_seeds: int, level: float) -> Interval:
@@ -168,8 +190,7 @@ def _interval(est, joint, parts: _Parts, c: int, n_seeds: int, level: float) -> 
     q_lo, q_hi = np.quantile(joint, [a, 1 - a])
     vs, ve, vi = float(parts.seed[c]), float(parts.example[c]), float(parts.inter[c])
     var = max(vs + ve - vi, vs, ve)
-    denom = float(parts.denom[c])
-    df = float(min(var ** 2 / denom, 1e6)) if denom > 0 else 1e6
+    df = _df(vs, var, float(parts.denom[c]), n_seeds)
     reliable = n_seeds >= MIN_RELIABLE_SEEDS
     vj = float(np.var(joint))
     if var <= 0 or vj <= 0:
@@ -199,7 +220,7 @@ def _check(measurements, contrasts, level, n_boot, task_weights) -> tuple[np.nda
     w = np.full(len(measurements), 1.0 / len(measurements)) if task_weights is None else np.asarray(
         task_weights, dtype=np.float64)
     if w.shape != (len(measurements),) or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
-        raise ValueError(f"task_weights={list(np.round(w, 4))} must be {len(measurements)} non-negative "
+        raise ValueError(f"task_weights={[round(float(x), 4) for x in w]} must be {len(measurements)} non-negative "
                          "numbers adding up to 1")
     return contrasts, w
 

@@ -5,8 +5,9 @@ adjustment holds the family-wise error rate at alpha under any dependence betwee
 
 Power uses the variance split that ``analysis.bootstrap`` estimates for each interval: se^2 =
 seed_var + example_var, where seed_var scales as 1/P with the number of pretraining seeds P and
-example_var (test examples) does not. With P' seeds, se'^2 = seed_var P/P' + example_var on
-Welch-Satterthwaite degrees of freedom (the seed part has P'-1, the example part is taken as known).
+example_var (test examples) does not. With P' seeds, se'^2 = seed_var P/P' + example_var on the
+degrees of freedom ``analysis.bootstrap`` would give (Welch-Satterthwaite, the seed part on P'-1 df
+at its upper confidence bound, the example part taken as known).
 Power of the two-sided t test at alpha for a true difference d is exact under that model (noncentral
 t); the minimal detectable effect (MDE) is the d with power 0.8. ``analysis.validate --power`` checks
 the predicted power against the detection rate of simulated designs with a known effect.
@@ -19,7 +20,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from analysis.bootstrap import Interval
+from analysis.bootstrap import Interval, seed_df_factor
 
 ALPHA = 0.05
 POWER = 0.8
@@ -71,8 +72,9 @@ def design_se(seed_var: float, example_var: float, seeds_now: int, seeds_new) ->
     seeds_new = np.asarray(seeds_new, dtype=np.float64)
     seed_part = seed_var * seeds_now / seeds_new
     var = seed_part + example_var
+    up = seed_part * seed_df_factor(seeds_new)  # the df rule of analysis.bootstrap
     with np.errstate(invalid="ignore", divide="ignore"):
-        df = np.where(seed_part > 0, var ** 2 / (seed_part ** 2 / np.maximum(seeds_new - 1, 1)), 1e6)
+        df = np.where(up > 0, (var + up - seed_part) ** 2 / (up ** 2 / np.maximum(seeds_new - 1, 1)), 1e6)
     return np.sqrt(var), np.minimum(df, 1e6)
 
 
