@@ -105,9 +105,10 @@ def _factorials(specs: dict[str, VariantSpec], objectives, blocked: dict) -> lis
             continue
         both, only_x, only_y = xy.name, cells[x], cells[y]
         tag = f" ({xy.input_format})" if xy.input_format else ""
-        out += [ContrastDef(f"{_label(x)} main effect = Shapley share{tag}",
+        game = f" ({_label(x)} x {_label(y)}{', ' + xy.input_format if xy.input_format else ''})"
+        out += [ContrastDef(f"{_label(x)} main effect = Shapley share{game}",
                             {both: .5, only_y: -.5, only_x: .5, NONE: -.5}, "factorial", _label(x)),
-                ContrastDef(f"{_label(y)} main effect = Shapley share{tag}",
+                ContrastDef(f"{_label(y)} main effect = Shapley share{game}",
                             {both: .5, only_x: -.5, only_y: .5, NONE: -.5}, "factorial", _label(y)),
                 ContrastDef(f"{_label(x)} x {_label(y)} interaction{tag}",
                             {both: 1, only_x: -1, only_y: -1, NONE: 1}, "factorial", f"{_label(x)} x {_label(y)}")]

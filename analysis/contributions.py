@@ -196,7 +196,7 @@ def _averages(tasks: list[_Task], variants, rows, rng, n_boot, level) -> list[_T
     for mode in dict.fromkeys(t.mode for t in tasks):
         group = [t for t in tasks if t.mode == mode and t.learned]
         sources = {t.source for t in group}
-        if len(group) < 2 or len(sources) < 1:
+        if len(sources) < 2:  # mnli_m and mnli_mm alone are one task, not an average
             continue
         size = {s: sum(t.source == s for t in group) for s in sources}
         w = [1.0 / (len(sources) * size[t.source]) for t in group]

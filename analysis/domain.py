@@ -152,7 +152,8 @@ def format_domain_table(shift: DomainShift) -> str:
                      + "gain (after - before)".ljust(30) + "verdict")
         for t in shift.tasks:
             lines.append(t.task.ljust(w) + t.metric.ljust(mw) + format_interval(t.before, short=True).ljust(24)
-                         + format_interval(t.after, short=True).ljust(24) + format_interval(t.gain, True, short=True).ljust(30)
+                         + format_interval(t.after, short=True).ljust(24)
+                         + format_interval(t.gain, True, short=True).ljust(30)
                          + verdict(t.gain))
         lines += ["", f"{shift.level:.0%} multi-bootstrap intervals over {len(shift.pretrain_seeds)} pretraining "
                   f"seed(s) of the adapted model and test examples; the base checkpoint fine-tuned "

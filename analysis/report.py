@@ -138,8 +138,9 @@ def _contrast_sections(c: Contributions) -> list[str]:
     out = []
     header = ["contrast", "task", "estimate [interval]", "p", "Holm p", "verdict", "MDE", "to resolve", "notes"]
     for family in FAMILIES:
+        order = list(dict.fromkeys(e.contrast.name for e in c.contrasts))
         es = sorted((e for e in c.contrasts if e.contrast.family == family),
-                    key=lambda e: ([d.contrast.name for d in c.contrasts].index(e.contrast.name), c.tasks.index(e.task)))
+                    key=lambda e: (order.index(e.contrast.name), c.tasks.index(e.task)))
         if es:
             out += [f"## {FAMILY_TITLES[family]}", ""] + _md_table(header, _contrast_rows(es)) + [""]
     return out

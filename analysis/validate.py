@@ -138,13 +138,19 @@ def run_power(reps: int, n_boot: int, rng: np.random.Generator, designs=POWER_DE
     return points, time.perf_counter() - start
 
 
-def _print_coverage(r: CoverageResult, level: float) -> None:
-    print(f"coverage {r.coverage:.3f} of nominal {level:.2f} over {r.n} simulations (plain percentile: "
-          f"{r.raw_coverage:.3f}); average row {r.average_coverage:.3f}; Holm family-wise error "
-          f"{r.fwer_holm:.3f} (raw p: {r.fwer_raw:.3f}) over {r.n_null} null designs; {r.seconds:.1f} s")
-    for name, cov in r.per_contrast.items():
-        print(f"  {name:48s} {cov:.3f}  (plain {r.raw_per_contrast[name]:.3f}, average row "
-              f"{r.average_per_contrast[name]:.3f})")
+def coverage_text(r: CoverageResult, level: float) -> str:
+    lines = [f"coverage {r.coverage:.3f} of nominal {level:.2f} over {r.n} simulations (plain percentile: "
+             f"{r.raw_coverage:.3f}); average row {r.average_coverage:.3f}; Holm family-wise error "
+             f"{r.fwer_holm:.3f} (raw p: {r.fwer_raw:.3f}) over {r.n_null} null designs; {r.seconds:.1f} s"]
+    lines += [f"  {name:48s} {cov:.3f}  (plain {r.raw_per_contrast[name]:.3f}, average row "
+              f"{r.average_per_contrast[name]:.3f})" for name, cov in r.per_contrast.items()]
+    return "\n".join(lines)
+
+
+def power_text(points: list[PowerPoint]) -> str:
+    return "\n".join(f"{p.label:36s} seeds {p.seeds:3d} sd_seed {p.sd_seed:.2f}: predicted power {p.predicted:.2f}, "
+                     f"detected {p.observed:.2f} of {p.reps} (seed variance estimated x{p.seed_var_ratio:.2f})"
+                     for p in points)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,18 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     if args.power:
         points, seconds = run_power(args.reps, args.boot, rng)
-        if args.json:
-            print(json.dumps({"points": [asdict(p) for p in points], "seconds": seconds}, indent=2))
-        for p in points if not args.json else ():
-            print(f"{p.label:36s} seeds {p.seeds:3d} sd_seed {p.sd_seed:.2f}: predicted power {p.predicted:.2f}, "
-                  f"detected {p.observed:.2f} of {p.reps} (seed variance estimated x{p.seed_var_ratio:.2f})")
+        print(json.dumps({"points": [asdict(p) for p in points], "seconds": seconds}, indent=2) if args.json
+              else power_text(points) + f"\n{seconds:.1f} s")
         return 0
     design = SimDesign(args.pretrain_seeds, args.finetune_seeds, args.examples, args.boot, args.level)
     result = run_coverage(args.simulations, design, rng)
-    if args.json:
-        print(json.dumps(asdict(result), indent=2))
-    else:
-        _print_coverage(result, design.level)
+    print(json.dumps(asdict(result), indent=2) if args.json else coverage_text(result, design.level))
     return 0
 
 

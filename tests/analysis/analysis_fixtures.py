@@ -24,7 +24,8 @@ def _run_row(run_id, variant, seed, phase="measure", status="completed", collaps
         on = {o: w for o, w in zip(("mlm", "nsp", "sop"), weights) if w}
     if legacy_format:  # schema-1 exports recorded 'pair' for both kinds of pairs
         fmt = "pair" if fmt.endswith("_pairs") else fmt
-    return dict(run_id=run_id, phase=phase, variant=variant, **{f"{o}_weight": float(on.get(o, 0.0)) for o in objectives},
+    weight = {f"{o}_weight": float(on.get(o, 0.0)) for o in objectives}
+    return dict(run_id=run_id, phase=phase, variant=variant, **weight,
                 mask_ratio=mask_ratio, input_format=fmt, pretrain_seed=seed, status=status,
                 stop_reason="" if status == "completed" else "x", steps=steps, tokens_seen=steps * 1000,
                 epochs=0.0 if variant == "none" else 1.5, wall_time_s=1.0, mlm_acc=0.1, mlm_ppl=100.0,

@@ -36,7 +36,7 @@ def test_known_values_give_the_known_estimates(seed_export):
         assert (loss, fmt) == pytest.approx((0.05, 0.05)) and nsp.interval.estimate == pytest.approx(loss + fmt)
         assert [n for _, n in nsp.contrast.parts] == ["NSP loss effect with MLM (full - mlm_pairs)",
                                                       "input-format effect (mlm_pairs - mlm_only)"]
-        shap = [_contrast(c, t, f"{o} main effect = Shapley share (nsp_pairs)").interval.estimate
+        shap = [_contrast(c, t, f"{o} main effect = Shapley share (MLM x NSP, nsp_pairs)").interval.estimate
                 for o in ("MLM", "NSP")]
         assert shap == pytest.approx([0.225, 0.075])  # inputs held fixed: mlm_pairs, not mlm_only
         assert sum(shap) == pytest.approx(_contrast(c, t, "full - none").interval.estimate)
@@ -62,7 +62,8 @@ def test_failed_and_stopped_runs_are_excluded_and_counted(seed_export):
 
 
 @pytest.mark.parametrize("drop, blocked, kept", [
-    ("nsp_only", ["MLM contribution (full - nsp_only)", "MLM x NSP factorial"], "NSP loss effect with MLM (full - mlm_pairs)"),
+    ("nsp_only", ["MLM contribution (full - nsp_only)", "MLM x NSP factorial"],
+     "NSP loss effect with MLM (full - mlm_pairs)"),
     ("mlm_pairs", ["MLM x NSP factorial"], "NSP contribution (full - mlm_only)"),
 ])
 def test_missing_variant_gives_one_message_naming_what_cannot_be_computed(tmp_path, drop, blocked, kept):
@@ -94,7 +95,8 @@ def test_a_new_objective_needs_no_analysis_change(tmp_path):
                                objectives=OBJECTIVES + ("xyz",), variants=variants))
     assert _contrast(c, "sst", "XYZ instead of MLM (xyz_only - mlm_only)").interval.estimate == pytest.approx(-0.04)
     assert _contrast(c, "sst", "XYZ loss effect with MLM (mlm_xyz - mlm_only)").interval.estimate == pytest.approx(0.05)
-    assert _contrast(c, "sst", "MLM x XYZ interaction (single)").interval.estimate == pytest.approx(0.75 - 0.7 - 0.66 + 0.5)
+    inter = _contrast(c, "sst", "MLM x XYZ interaction (single)").interval
+    assert inter.estimate == pytest.approx(0.75 - 0.7 - 0.66 + 0.5)
 
 
 def test_schema_1_pair_format_is_read_as_nsp_or_sop_pairs(tmp_path):
@@ -119,7 +121,8 @@ def test_collapse_is_flagged_with_its_reason_and_worse_than_none_needs_an_interv
 
 def test_a_task_no_variant_learned_is_reported_and_left_out(tmp_path):
     at_chance = {v: 0.5 for v in SEED_MEANS}
-    c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "topic", "ner"), task_means={"ner": at_chance}))
+    c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "topic", "ner"),
+                               task_means={"ner": at_chance}))
     assert c.not_learned == ("ner",) and c.baselines["ner"] == pytest.approx(0.5)
     assert not any(e.task == "ner" for e in c.contrasts) and ("ner", "full") in c.means
     assert c.means[("average (finetune)", "full")].estimate == pytest.approx(0.8)  # ner not averaged in

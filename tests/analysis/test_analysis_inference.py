@@ -38,7 +38,8 @@ def test_the_minimal_detectable_effect_is_detected_80_percent_of_the_time():
 
 def _iv(estimate, seed_var, example_var, seeds=3, df=4.0):
     se = np.sqrt(seed_var + example_var)
-    return Interval(estimate, estimate - 2 * se, estimate + 2 * se, 0.1, se, df, seeds, True, 0, 0, seed_var, example_var)
+    return Interval(estimate, estimate - 2 * se, estimate + 2 * se, 0.1, se, df, seeds, True, 0, 0, seed_var,
+                    example_var)
 
 
 def test_seeds_needed_reach_the_target_power_and_example_noise_cannot_be_bought_with_seeds():

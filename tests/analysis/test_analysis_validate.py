@@ -13,7 +13,8 @@ def test_validate_cli_json(capsys):
     assert out["n"] == 6 and out["n_null"] == 3 and 0 <= out["coverage"] <= 1 and out["seconds"] > 0
     assert 0 <= out["average_coverage"] <= 1 and 0 <= out["fwer_holm"] <= out["fwer_raw"] <= 1
     assert set(out["per_contrast"]) >= {"MLM contribution (full - nsp_only)", "full - none",
-                                        "NSP loss effect with MLM (full - mlm_pairs)", "MLM x NSP interaction (nsp_pairs)"}
+                                        "NSP loss effect with MLM (full - mlm_pairs)",
+                                        "MLM x NSP interaction (nsp_pairs)"}
 
 
 def test_predicted_power_matches_the_detection_rate():
