@@ -97,7 +97,7 @@ def test_coverage_small_version():
     # 120 simulations x 18 rows, single task and the three-task average; nominal 0.95. The binomial sd
     # at n=120 is 0.02, so the pooled coverage (rows are correlated, count it as n=120) must lie within
     # ~3 sd, each row within ~4.5 sd; Holm's family-wise error on the 60 null designs stays near 0.05.
-    res = run_coverage(120, SimDesign(pretrain_seeds=3, examples=200, n_boot=300), np.random.default_rng(7))
+    res = run_coverage(120, SimDesign(pretrain_seeds=3, examples=150, n_boot=200), np.random.default_rng(7))
     assert 0.89 <= res.coverage <= 0.995 and 0.89 <= res.average_coverage <= 0.995, res
     assert all(0.85 <= c <= 1.0 for c in res.per_contrast.values()), res.per_contrast
     assert all(0.85 <= c <= 1.0 for c in res.average_per_contrast.values()), res.average_per_contrast
