@@ -1,56 +1,40 @@
-"""Contribution estimates per task: variant means, the seed's contrasts, the 2x2 factorial, flags.
+"""Contribution estimates per task: variant means, derived contrasts with Holm and power, flags.
 
 Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'measure' and status
-'completed' enter the estimates; stopped and failed ones are counted. Contrasts, as weights over
-variants:
+'completed' enter the estimates; stopped and failed ones are counted.
 
-    every variant - none                         always, beside everything else
-    MLM contribution  = full - nsp_only          (the seed's definitions)
-    NSP contribution  = full - mlm_only
-    2x2 factorial of {MLM, NSP}: main effect of MLM = ((full - nsp_only) + (mlm_only - none)) / 2,
-        the same for NSP, interaction = full - mlm_only - nsp_only + none. In a two-factor game the
-        Shapley share of each objective equals its main effect, so the two shares add up to
-        full - none exactly.
-    SOP vs NSP: mlm_sop - full, sop_only - nsp_only  (when SOP variants ran)
-    best_mix - full                              (when a searched mix was measured)
-
-A variant is flagged when its collapse diagnostic fired on any measured seed, or (per task) when its
-mean is below ``none``; a contrast that subtracts a flagged variant is marked and not credited to
-the other objective. A missing variant yields a message naming what cannot be computed.
+    contrasts   derived from the measured variants' weights and input formats (analysis.contrasts)
+    tasks       one row per (task, mode); a task on which no variant, none included, scores above
+                its chance baseline (analysis.baseline) is "not learned at this budget": its means
+                are shown, its contrasts are not, and it stays out of the averages
+    averages    'average (finetune)' / 'average (probe)' over the learned tasks, each source task
+                weighing the same (mnli_m and mnli_mm are halves of one; evals.source_task)
+    Holm        every contrast of one row (task and mode, or one average) is one family
+    power       per contrast: the design's minimal detectable effect, the seeds that would resolve it
+    flags       a variant whose collapse diagnostic fired (naming the token or [CLS] cosine), and per
+                task a variant whose interval of (variant - none) lies entirely below 0; a contrast
+                that subtracts a flagged variant is marked and not credited to the other objective
 """
 
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from analysis.baseline import chance_baseline, learned, task_golds
 from analysis.bootstrap import Interval, Measurement, multibootstrap
+from analysis.contrasts import ContrastDef, derive_contrasts, pair_level_objectives
 from analysis.export import Export
+from analysis.flags import Flag, collapse_flags, contrast_notes, worse_than_none
+from analysis.inference import Power, contrast_power, holm
 from analysis.stats import example_stats
+from analysis.variants import NONE, VariantSpec, variant_specs
 from trainables.metrics import METRIC_RANGES
 
-VARIANT_ORDER = ("full", "mlm_only", "nsp_only", "sop_only", "mlm_sop", "best_mix", "custom",
-                 "domain_adapt", "none")
-CORE = ("full", "mlm_only", "nsp_only", "none")
-
-
-@dataclass(frozen=True)
-class ContrastDef:
-    name: str
-    weights: dict[str, float]
-    family: str  # vs_none | seed | factorial | sop | best_mix
-    credited: str = ""  # the objective this contrast is credited to ('' for vs_none)
-
-
-@dataclass(frozen=True)
-class Flag:
-    variant: str
-    task: str  # '' when it holds for every task (collapse)
-    reason: str
+NAN = float("nan")
 
 
 @dataclass(frozen=True)
@@ -58,7 +42,20 @@ class ContrastEstimate:
     task: str
     contrast: ContrastDef
     interval: Interval
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # flags of the variants it involves
+    p_adjusted: float = NAN  # Holm, within the task row's family
+    power: Power | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What each pretraining run cost (means over the pretrained measure runs; NaN when not recorded)."""
+
+    epochs: float
+    tokens: float
+    steps: float
+    pretrain_seeds: int
+    finetune_seeds: int
 
 
 @dataclass(frozen=True)
@@ -76,11 +73,10 @@ class Contributions:
     excluded: dict[str, int]  # status -> measure runs left out
     epochs: dict[str, float] = field(default_factory=dict)  # variant -> mean pretraining epochs
     level: float = 0.95
-
-
-def _sort_variants(names) -> tuple[str, ...]:
-    rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
-    return tuple(sorted(set(names), key=lambda v: (rank.get(v, len(rank) - 1), v)))
+    baselines: dict[str, float] = field(default_factory=dict)  # task -> chance baseline
+    not_learned: tuple[str, ...] = ()  # tasks no variant scored above baseline on
+    budget: Budget | None = None
+    specs: dict[str, VariantSpec] = field(default_factory=dict)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -94,43 +90,8 @@ def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float])
     return out
 
 
-def contrast_definitions(variants: tuple[str, ...]) -> tuple[list[ContrastDef], list[str]]:
-    """The contrasts computable from ``variants`` and one message per missing variant."""
-    have = set(variants)
-    wanted = [
-        ContrastDef("MLM contribution (full - nsp_only)", {"full": 1, "nsp_only": -1}, "seed", "MLM"),
-        ContrastDef("NSP contribution (full - mlm_only)", {"full": 1, "mlm_only": -1}, "seed", "NSP"),
-        ContrastDef("MLM main effect = Shapley share", {"full": .5, "nsp_only": -.5, "mlm_only": .5,
-                                                         "none": -.5}, "factorial", "MLM"),
-        ContrastDef("NSP main effect = Shapley share", {"full": .5, "mlm_only": -.5, "nsp_only": .5,
-                                                         "none": -.5}, "factorial", "NSP"),
-        ContrastDef("MLM x NSP interaction", {"full": 1, "mlm_only": -1, "nsp_only": -1, "none": 1},
-                    "factorial", "MLM x NSP"),
-    ]
-    if have & {"sop_only", "mlm_sop"}:
-        wanted += [ContrastDef("SOP vs NSP with MLM (mlm_sop - full)", {"mlm_sop": 1, "full": -1}, "sop", "SOP"),
-                   ContrastDef("SOP vs NSP alone (sop_only - nsp_only)", {"sop_only": 1, "nsp_only": -1},
-                               "sop", "SOP")]
-    if "best_mix" in have:
-        wanted.append(ContrastDef("best_mix - full", {"best_mix": 1, "full": -1}, "best_mix", "best_mix"))
-    defs = ([ContrastDef(f"{v} - none", {v: 1, "none": -1}, "vs_none") for v in variants if v != "none"]
-            if "none" in have else [])
-    blocked: dict[str, list[str]] = {}
-    for d in wanted:
-        missing = [v for v in d.weights if v not in have]
-        if missing:
-            for v in missing:
-                blocked.setdefault(v, []).append(d.name)
-        else:
-            defs.append(d)
-    if "none" not in have:
-        blocked.setdefault("none", []).insert(0, "every variant - none")
-    messages = [f"variant {v!r} was not measured: cannot compute {'; '.join(names)}"
-                for v, names in blocked.items()]
-    return defs, messages
-
-
-def _primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], list[str]]:
+def primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], list[str]]:
+    """(task, mode) -> headline metric, and a message where a task has several."""
     prim = evals[evals["is_primary"]]
     out, messages = {}, []
     for (task, mode), grp in prim.groupby(["task", "mode"], sort=True):
@@ -142,8 +103,15 @@ def _primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], l
     return out, messages
 
 
-def _task_label(task: str, mode: str) -> str:
+def task_label(task: str, mode: str) -> str:
     return task if mode == "finetune" else f"{task} (probe)"
+
+
+def _first_text(evals: pd.DataFrame, task: str, column: str) -> str:
+    if column not in evals.columns:
+        return ""
+    values = [str(v) for v in evals.loc[evals["task"] == task, column].dropna().unique() if str(v)]
+    return values[0] if values else ""
 
 
 def build_measurement(runs: pd.DataFrame, evals: pd.DataFrame, predictions: pd.DataFrame, task: str,
@@ -151,7 +119,8 @@ def build_measurement(runs: pd.DataFrame, evals: pd.DataFrame, predictions: pd.D
                       seeds: tuple[int, ...]) -> Measurement:
     """The (V, P, F, N, K) statistics of one task from its predictions (or, lacking them, its evals).
 
-    ``runs`` must hold one completed measure run per (variant, pretrain_seed).
+    ``runs`` must hold one completed measure run per (variant, pretrain_seed). Binary F1 counts the
+    task's ``evals.positive_label`` as positive when recorded.
     """
     vi = {v: i for i, v in enumerate(variants)}
     si = {s: i for i, s in enumerate(seeds)}
@@ -166,7 +135,9 @@ def build_measurement(runs: pd.DataFrame, evals: pd.DataFrame, predictions: pd.D
         metric = "value"
     else:
         ex = pd.factorize(sel["example_id"])[0]
-        values = example_stats(metric, sel["prediction"].to_numpy(), sel["gold"].to_numpy()).values
+        positive = _first_text(evals, task, "positive_label") or None
+        values = example_stats(metric, sel["prediction"].to_numpy(), sel["gold"].to_numpy(),
+                               positive=positive).values
     fseeds, fi = np.unique(sel["finetune_seed"].to_numpy(), return_inverse=True)
     pos = np.array([cell[r] for r in sel["run_id"]]).reshape(-1, 2)
     stats = np.zeros((len(variants), len(seeds), len(fseeds), int(ex.max()) + 1, values.shape[1]))
@@ -176,40 +147,8 @@ def build_measurement(runs: pd.DataFrame, evals: pd.DataFrame, predictions: pd.D
     return Measurement(metric, stats, present)
 
 
-def _notes(d: ContrastDef, task: str, collapsed: set[str], worse: set[tuple[str, str]]) -> tuple[str, ...]:
-    notes = []
-    for v, w in d.weights.items():
-        if v == "none" or w == 0:
-            continue
-        reasons = (["collapsed"] if v in collapsed else []) + (  # below none is the vs_none row itself
-            ["worse than none on this task"] if (task, v) in worse and d.family != "vs_none" else [])
-        if not reasons:
-            continue
-        if w < 0 and d.credited:
-            notes.append(f"contrast against {v} ({', '.join(reasons)}): not credited to {d.credited}")
-        else:
-            notes.append(f"{v} {' and '.join(reasons)}")
-    return tuple(notes)
-
-
-def _flags(done: pd.DataFrame, means: dict, tasks, variants) -> tuple[list[Flag], set, set]:
-    by_variant = done.groupby("variant")["collapsed"]
-    collapsed = {v for v, any_ in by_variant.any().items() if any_}
-    flags = [Flag(v, "", "collapse diagnostic fired on pretraining seeds "
-                  + ", ".join(str(s) for s in sorted(done[(done.variant == v) & done.collapsed].pretrain_seed)))
-             for v in variants if v in collapsed]
-    worse = set()
-    for task in tasks:
-        base = means.get((task, "none"))
-        for v in variants:
-            m = means.get((task, v))
-            if v != "none" and base is not None and m is not None and m.estimate < base.estimate:
-                worse.add((task, v))
-                flags.append(Flag(v, task, f"mean {m.estimate:.3f} below none {base.estimate:.3f}"))
-    return flags, collapsed, worse
-
-
-def _measure_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], list[str]]:
+def measure_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], list[str]]:
+    """Completed measure runs (one per variant and seed), counts of the others, and messages."""
     measure = runs[runs["phase"] == "measure"]
     done = measure[measure["status"] == "completed"]
     excluded = {str(k): int(v) for k, v in measure.loc[measure["status"] != "completed", "status"]
@@ -220,45 +159,104 @@ def _measure_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], lis
     return done[~dup], excluded, messages
 
 
+@dataclass
+class _Task:
+    label: str
+    mode: str
+    metric: str
+    source: str
+    measurement: Measurement
+    intervals: list[Interval]
+    span: tuple[float, float]
+    baseline: float = NAN
+    learned: bool = True
+
+
+def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level):
+    metrics, messages = primary_metrics(evals)
+    out = []
+    for (task, mode), metric in metrics.items():
+        m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds)
+        span = METRIC_RANGES.get(metric, (-np.inf, np.inf))
+        ivs = _clip(multibootstrap([m], rows, rng, n_boot, level), len(variants), span)
+        t = _Task(task_label(task, mode), mode, metric, _first_text(evals, task, "source_task") or task, m, ivs, span)
+        golds = task_golds(export.predictions, task, mode, done["run_id"])
+        if m.metric != "value" and golds:
+            t.baseline = chance_baseline(metric, golds, _first_text(evals, task, "positive_label") or None)
+            t.learned = learned(dict(zip(variants, ivs)), t.baseline)
+        out.append(t)
+    if any(t.measurement.metric == "value" for t in out):
+        messages.append("no predictions for some tasks: their chance baselines (was the task learned at all?) "
+                        "were not checked")
+    return out, messages
+
+
+def _averages(tasks: list[_Task], variants, rows, rng, n_boot, level) -> list[_Task]:
+    out = []
+    for mode in dict.fromkeys(t.mode for t in tasks):
+        group = [t for t in tasks if t.mode == mode and t.learned]
+        sources = {t.source for t in group}
+        if len(sources) < 2:  # mnli_m and mnli_mm alone are one task, not an average
+            continue
+        size = {s: sum(t.source == s for t in group) for s in sources}
+        w = [1.0 / (len(sources) * size[t.source]) for t in group]
+        span = (min(t.span[0] for t in group), max(t.span[1] for t in group))
+        ivs = _clip(multibootstrap([t.measurement for t in group], rows, rng, n_boot, level, task_weights=w),
+                    len(variants), span)
+        out.append(_Task(f"average ({mode})", mode, "mean of tasks", "", group[0].measurement, ivs, span))
+    return out
+
+
+def _budget(done: pd.DataFrame, evals: pd.DataFrame, seeds, variants) -> tuple[Budget, dict[str, float]]:
+    pre = done[done["variant"] != NONE]
+    mean = {c: float(pre[c].astype(float).mean()) if c in pre.columns and len(pre) else NAN
+            for c in ("epochs", "tokens_seen", "steps")}
+    by = done.groupby("variant")["epochs"].mean() if "epochs" in done.columns else {}
+    epochs = {v: float(by[v]) for v in variants if v in by}
+    return Budget(mean["epochs"], mean["tokens_seen"], mean["steps"], len(seeds),
+                  int(evals["finetune_seed"].nunique())), epochs
+
+
+def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[ContrastEstimate]:
+    out = []
+    for t in rows_of:
+        ivs = t.intervals[len(variants):]
+        adjusted = holm([iv.p_value for iv in ivs])
+        out += [ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse), float(p),
+                                 contrast_power(iv)) for d, iv, p in zip(defs, ivs, adjusted)]
+    return out
+
+
 def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int = 1000,
                            level: float = 0.95) -> Contributions:
-    """Means, contrasts with multi-bootstrap intervals, flags and messages of an export."""
-    done, excluded, messages = _measure_runs(export.runs)
+    """Means, contrasts with multi-bootstrap intervals, Holm and power, flags and messages of an export."""
+    done, excluded, messages = measure_runs(export.runs)
     if done.empty:
         return Contributions((), (), {}, (), {}, [], [], messages + ["no completed measure runs in the export"],
                              excluded, level=level)
-    variants = _sort_variants(done["variant"])
-    seeds = tuple(sorted(int(s) for s in done["pretrain_seed"].unique()))
     done = done.assign(pretrain_seed=done["pretrain_seed"].astype(int))
-    defs, missing = contrast_definitions(variants)
+    specs, spec_msgs = variant_specs(done, export.objectives)
+    variants = tuple(specs)
+    seeds = tuple(sorted(int(s) for s in done["pretrain_seed"].unique()))
+    defs, missing = derive_contrasts(specs, export.objectives,
+                                     pair_level_objectives(specs, export.objectives, done.columns))
     evals = export.evals[export.evals["run_id"].isin(done["run_id"])]
-    metrics, metric_msgs = _primary_metrics(evals)
-    messages += missing + metric_msgs
     rows = np.array([[1.0 if u == v else 0.0 for u in variants] for v in variants]
                     + [[float(d.weights.get(u, 0.0)) for u in variants] for d in defs]).reshape(-1, len(variants))
-    groups: dict[str, list[Measurement]] = {"finetune": [], "probe": []}
-    results: dict[str, list[Interval]] = {}
-    labels: dict[str, str] = {}
-    ranges: dict[str, list[tuple[float, float]]] = {}
-    for (task, mode), metric in metrics.items():
-        m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds)
-        label = _task_label(task, mode)
-        results[label], labels[label] = _clip(multibootstrap([m], rows, rng, n_boot, level), len(variants),
-                                              METRIC_RANGES.get(metric, (-np.inf, np.inf))), metric
-        groups.setdefault(mode, []).append(m)
-        ranges.setdefault(mode, []).append(METRIC_RANGES.get(metric, (-np.inf, np.inf)))
-    for mode, ms in groups.items():
-        if len(ms) >= 2:
-            label = f"average ({mode})"
-            span = (min(r[0] for r in ranges[mode]), max(r[1] for r in ranges[mode]))
-            results[label], labels[label] = _clip(multibootstrap(ms, rows, rng, n_boot, level), len(variants),
-                                                  span), "mean of tasks"
-    tasks = tuple(results)
-    means = {(t, v): results[t][i] for t in tasks for i, v in enumerate(variants)}
-    flags, collapsed, worse = _flags(done, means, tasks, variants)
-    estimates = [ContrastEstimate(t, d, results[t][len(variants) + j], _notes(d, t, collapsed, worse))
-                 for t in tasks for j, d in enumerate(defs)]
-    epochs = ({str(k): float(v) for k, v in done.groupby("variant")["epochs"].mean().items()}
-              if "epochs" in done.columns else {})
-    return Contributions(variants, tasks, labels, seeds, means, estimates, flags, messages, excluded,
-                         epochs, level)
+    tasks, task_msgs = _measure_tasks(export, done, evals, variants, seeds, rows, rng, n_boot, level)
+    tasks += _averages(tasks, variants, rows, rng, n_boot, level)
+    not_learned = tuple(t.label for t in tasks if not t.learned)
+    messages += spec_msgs + missing + task_msgs + [
+        f"task {t.label!r} was not learned at this budget: no variant, none included, scores above its chance "
+        f"baseline {t.baseline:.3f} ({t.metric}); its contrasts are not computed and it is left out of averages"
+        for t in tasks if not t.learned]
+    means = {(t.label, v): t.intervals[i] for t in tasks for i, v in enumerate(variants)}
+    collapsed, flags = collapse_flags(done, variants)
+    vs_none = [(t.label, d.weights, iv) for t in tasks if t.learned
+               for d, iv in zip(defs, t.intervals[len(variants):]) if d.family == "vs_none"]
+    worse, worse_flags = worse_than_none(vs_none)
+    estimates = _estimates([t for t in tasks if t.learned], defs, variants, collapsed, worse)
+    budget, epochs = _budget(done, evals, seeds, variants)
+    return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
+                         estimates, flags + worse_flags, messages, excluded, epochs, level,
+                         {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.bootstrap import Interval, multibootstrap
-from analysis.contributions import _measure_runs, _primary_metrics, _task_label, build_measurement
+from analysis.contributions import build_measurement, measure_runs, primary_metrics, task_label
 from analysis.export import Export
 
 BEFORE = "before"
@@ -86,7 +86,7 @@ def _empty(messages: list[str], level: float) -> DomainShift:
 def estimate_domain_shift(export: Export, rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95,
                           before: str = BEFORE, after: str = AFTER) -> DomainShift:
     """Per-task means of ``before`` and ``after`` and ``after - before``, with multi-bootstrap intervals."""
-    done, excluded, messages = _measure_runs(export.runs)
+    done, excluded, messages = measure_runs(export.runs)
     if excluded:
         messages.append("measure runs left out (not completed): "
                         + ", ".join(f"{n} {k}" for k, n in excluded.items()))
@@ -123,7 +123,7 @@ def estimate_domain_shift(export: Export, rng: np.random.Generator, n_boot: int 
 
 
 def _task_shifts(runs, evals, preds, variants, seeds, rng, n_boot, level) -> tuple[tuple[TaskShift, ...], list[str]]:
-    metrics, messages = _primary_metrics(evals)
+    metrics, messages = primary_metrics(evals)
     out, groups = [], {}
     for (task, mode), metric in metrics.items():
         sides = set(runs.set_index("run_id").loc[evals.loc[evals["task"] == task, "run_id"].unique(), "variant"])
@@ -131,7 +131,7 @@ def _task_shifts(runs, evals, preds, variants, seeds, rng, n_boot, level) -> tup
             messages.append(f"task {task!r} ({mode}) was evaluated for {sorted(sides)} only: no comparison")
             continue
         m = build_measurement(runs, evals, preds, task, mode, metric, variants, seeds)
-        out.append(TaskShift(_task_label(task, mode), metric, *multibootstrap([m], CONTRASTS, rng, n_boot, level)))
+        out.append(TaskShift(task_label(task, mode), metric, *multibootstrap([m], CONTRASTS, rng, n_boot, level)))
         groups.setdefault(mode, []).append(m)
     for mode, ms in groups.items():
         if len(ms) >= 2:
@@ -142,7 +142,7 @@ def _task_shifts(runs, evals, preds, variants, seeds, rng, n_boot, level) -> tup
 
 def format_domain_table(shift: DomainShift) -> str:
     """The terminal table: before, after and the gain per task, with a verdict on the gain."""
-    from analysis.report import _iv, verdict
+    from analysis.report import format_interval, verdict
 
     lines = []
     if shift.tasks:
@@ -151,8 +151,9 @@ def format_domain_table(shift: DomainShift) -> str:
         lines.append("task".ljust(w) + "metric".ljust(mw) + "before".ljust(24) + "after".ljust(24)
                      + "gain (after - before)".ljust(30) + "verdict")
         for t in shift.tasks:
-            lines.append(t.task.ljust(w) + t.metric.ljust(mw) + _iv(t.before, short=True).ljust(24)
-                         + _iv(t.after, short=True).ljust(24) + _iv(t.gain, True, short=True).ljust(30)
+            lines.append(t.task.ljust(w) + t.metric.ljust(mw) + format_interval(t.before, short=True).ljust(24)
+                         + format_interval(t.after, short=True).ljust(24)
+                         + format_interval(t.gain, True, short=True).ljust(30)
                          + verdict(t.gain))
         lines += ["", f"{shift.level:.0%} multi-bootstrap intervals over {len(shift.pretrain_seeds)} pretraining "
                   f"seed(s) of the adapted model and test examples; the base checkpoint fine-tuned "

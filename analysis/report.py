@@ -1,15 +1,18 @@
-"""The contributions report: Markdown table, CSV, PNG plots, and the terminal table of the main job.
+"""The contributions report: headline, Markdown tables, CSV, PNG plots, and the main job's terminal table.
 
     python -m analysis.report EXPORT_DIR [--out DIR] [--boot 1000] [--level 0.95] [--seed 0]
 
-writes contributions.md, contributions.csv, contributions.png (per-task bars with interval whiskers)
-and, when the export has search trials, search_response.png, into DIR (default: EXPORT_DIR/report).
-From code (the sweep prints this at its end):
+writes contributions.md, contributions.csv, contributions.png (per-task bars with interval whiskers),
+contributions_forest.png (every contrast with its interval, by task) and, when the export has search
+trials, search_response.png, into DIR (default: EXPORT_DIR/report). From code (the sweep prints this):
 
     from analysis.report import build_report, format_table
     report = build_report(export_dir)          # -> Report (values only, prints nothing)
-    text = format_table(report)                # the tasks x variants table and the contrasts
+    text = format_table(report)                # headline, the tasks x variants table, the contrasts
     report.to_markdown(); write_report(report, out_dir)
+
+The words positive / negative appear only for a contrast resolved after Holm's adjustment within its
+task row (``analysis.headline.resolved``); everything else is inconclusive.
 """
 
 from __future__ import annotations
@@ -24,14 +27,23 @@ import numpy as np
 import pandas as pd
 
 from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
-from analysis.contributions import Contributions, estimate_contributions
+from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
+from analysis.contrasts import FAMILIES
 from analysis.export import load_export
+from analysis.headline import headline, resolved
+from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
 
 log = logging.getLogger(__name__)
+FAMILY_TITLES = {"vs_none": "Every variant minus none", "seed": "The seed's definitions",
+                 "loss": "Loss effects (same inputs, one loss switched on)",
+                 "format": "Input-format effects (same losses)", "swap": "One objective instead of another",
+                 "factorial": "2x2 factorials with inputs held fixed (main effects = Shapley shares)",
+                 "best_mix": "The searched mix"}
 
 
-def _iv(iv: Interval, signed: bool = False, short: bool = False) -> str:
+def format_interval(iv: Interval, signed: bool = False, short: bool = False) -> str:
+    """'0.800 [0.760, 0.840]', or the estimate alone with why there is no reliable interval."""
     f = "{:+.3f}" if signed else "{:.3f}"
     est = f.format(iv.estimate)
     if not np.isfinite(iv.lo):
@@ -42,14 +54,17 @@ def _iv(iv: Interval, signed: bool = False, short: bool = False) -> str:
     return f"{est} [{f.format(iv.lo)}, {f.format(iv.hi)}]"
 
 
-def verdict(iv: Interval) -> str:
-    """Plain words for one difference: never a finding when the interval includes zero."""
+def verdict(iv: Interval, p_adjusted: float | None = None) -> str:
+    """Plain words for one difference: a finding only when reliable, excluding 0 and (adjusted) p < 0.05."""
     if not iv.reliable:
         return f"unreliable: {iv.n_seeds} pretraining seed(s), at least {MIN_RELIABLE_SEEDS} needed"
     if not np.isfinite(iv.lo):
         return "no interval"
+    p, label = (iv.p_value, "p") if p_adjusted is None else (p_adjusted, "Holm p")
+    if iv.excludes_zero and p < 0.05:
+        return f"{'positive' if iv.estimate > 0 else 'negative'} ({label}={p:.2g})"
     if iv.excludes_zero:
-        return f"{'positive' if iv.estimate > 0 else 'negative'} (p={iv.p_value:.2g})"
+        return f"inconclusive after Holm (p={iv.p_value:.2g}, Holm p={p:.2g})"
     return "inconclusive: interval includes 0"
 
 
@@ -63,10 +78,16 @@ class Report:
         """One row per (task, mean or contrast): the CSV."""
         c, rows = self.contributions, []
         for (task, v), iv in c.means.items():
-            rows.append(dict(task=task, kind="mean", name=v, **_iv_fields(iv), verdict="", notes=""))
+            rows.append(dict(task=task, kind="mean", name=v, **_iv_fields(iv), p_holm=np.nan, mde=np.nan,
+                             seeds_needed=np.nan, power="", verdict="",
+                             notes="not learned at this budget" if task in c.not_learned else ""))
         for e in c.contrasts:
-            rows.append(dict(task=e.task, kind=e.contrast.family, name=e.contrast.name,
-                             **_iv_fields(e.interval), verdict=verdict(e.interval), notes="; ".join(e.notes)))
+            p = e.power
+            rows.append(dict(task=e.task, kind=e.contrast.family, name=e.contrast.name, **_iv_fields(e.interval),
+                             p_holm=e.p_adjusted, mde=p.mde if p else np.nan,
+                             seeds_needed=p.seeds_needed if p and p.seeds_needed else np.nan,
+                             power=p.verdict if p else "", verdict=verdict(e.interval, e.p_adjusted),
+                             notes="; ".join(e.contrast.notes + e.notes)))
         return pd.DataFrame(rows)
 
     def to_markdown(self) -> str:
@@ -91,60 +112,61 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
         "| " + " | ".join(r) + " |" for r in rows]
 
 
-def _flag_marks(c: Contributions, task: str, variant: str) -> str:
-    marks = [f.reason for f in c.flags if f.variant == variant and f.task in ("", task)]
-    return " **[flagged]**" if marks else ""
-
-
 def _variant_table(c: Contributions) -> list[str]:
-    rows = [[t, c.metrics[t]] + [_iv(c.means[(t, v)]) + _flag_marks(c, t, v) for v in c.variants]
-            for t in c.tasks]
-    return _md_table(["task", "metric", *c.variants], rows)
-
-
-def _contrast_table(c: Contributions, families: tuple[str, ...]) -> list[str]:
-    names = list(dict.fromkeys(e.contrast.name for e in c.contrasts if e.contrast.family in families))
-    cell = {(e.task, e.contrast.name): e for e in c.contrasts}
     rows = []
     for t in c.tasks:
-        row = [t]
-        for n in names:
-            e = cell.get((t, n))
-            row.append("" if e is None else _iv(e.interval, signed=True) + (" (marked)" if e.notes else ""))
-        rows.append(row)
-    return _md_table(["task", *names], rows) if names else []
+        base = f"{c.baselines[t]:.3f}" if t in c.baselines else ""
+        name = f"{t} (not learned at this budget)" if t in c.not_learned else t
+        rows.append([name, c.metrics[t], base] + [format_interval(c.means[(t, v)])
+                                                  + (" **[flagged]**" if flagged(c, t, v) else "")
+                                                  for v in c.variants])
+    return _md_table(["task", "metric", "chance", *c.variants], rows)
 
 
-def _plain_verdict(c: Contributions) -> list[str]:
+def _contrast_rows(es: list[ContrastEstimate]) -> list[list[str]]:
+    rows = []
+    for e in es:
+        iv, p = e.interval, e.power
+        power = "" if p is None else (f"{p.mde:.3f}" if np.isfinite(p.mde) else "")
+        rows.append([e.contrast.name, e.task, format_interval(iv, signed=True), f"{iv.p_value:.2g}",
+                     f"{e.p_adjusted:.2g}", verdict(iv, e.p_adjusted), power,
+                     "" if p is None or resolved(e) else p.verdict, "; ".join(e.contrast.notes + e.notes)])
+    return rows
+
+
+def _contrast_sections(c: Contributions) -> list[str]:
+    out = []
+    header = ["contrast", "task", "estimate [interval]", "p", "Holm p", "verdict", "MDE", "to resolve", "notes"]
+    for family in FAMILIES:
+        order = list(dict.fromkeys(e.contrast.name for e in c.contrasts))
+        es = sorted((e for e in c.contrasts if e.contrast.family == family),
+                    key=lambda e: (order.index(e.contrast.name), c.tasks.index(e.task)))
+        if es:
+            out += [f"## {FAMILY_TITLES[family]}", ""] + _md_table(header, _contrast_rows(es)) + [""]
+    return out
+
+
+def _decompositions(c: Contributions) -> list[str]:
+    cell = {(e.task, e.contrast.name): e for e in c.contrasts}
     lines = []
     for e in c.contrasts:
-        if e.contrast.family not in ("vs_none", "seed", "sop", "best_mix"):
-            continue
-        iv, name = e.interval, e.contrast.name
-        words = verdict(iv)
-        if e.contrast.family == "vs_none" and iv.estimate < 0:
-            v = name.split(" - ")[0]
-            words = (f"{v} is WORSE than no pretraining ({_iv(iv, True)})" if iv.excludes_zero and iv.reliable
-                     else f"{v} scores below no pretraining ({_iv(iv, True)}); {words}")
-        else:
-            words = f"{name}: {_iv(iv, True)}, {words}"
-        if e.notes:
-            words += "; " + "; ".join(e.notes)
-        lines.append(f"- {e.task}: {words}")
-    inconclusive = sum(1 for e in c.contrasts if not (e.interval.reliable and e.interval.excludes_zero))
-    lines.append(f"- {inconclusive} of {len(c.contrasts)} differences have an interval that includes 0 or "
-                 "is unreliable: they are inconclusive, not findings.")
-    return lines
+        if e.contrast.parts and all((e.task, n) in cell for _, n in e.contrast.parts):
+            terms = " ".join(f"{'+' if s > 0 else '-'} {n} {format_interval(cell[(e.task, n)].interval, True)}"
+                             for s, n in e.contrast.parts)
+            lines.append(f"- {e.task}: {e.contrast.name} {format_interval(e.interval, True)} = {terms.lstrip('+ ')}")
+    return ["## Decompositions", "", "A contrast between variants on different inputs, split at a variant that "
+            "bridges them (the parts add up exactly; each has its own interval).", ""] + lines + [""] if lines else []
 
 
 def _markdown(r: Report) -> list[str]:
     c = r.contributions
-    out = [f"# Objective contributions: {r.export_dir}", ""]
+    out = [f"# Objective contributions: {r.export_dir}", ""] + [" ".join(headline(c)), ""]
     excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
     out += [f"Measured variants: {', '.join(c.variants) or 'none'}; pretraining seeds: "
             f"{', '.join(map(str, c.pretrain_seeds))}. Intervals: {c.level:.0%} multi-bootstrap over "
-            f"pretraining seeds and test examples (analysis.bootstrap; coverage checked by analysis.validate). "
-            f"Measure runs excluded from the estimates (not completed): {excluded}.", ""]
+            f"pretraining seeds and test examples (analysis.bootstrap; coverage checked by analysis.validate); "
+            f"p-values Holm-adjusted over the contrasts of each task row. Measure runs excluded from the estimates "
+            f"(not completed): {excluded}.", ""]
     if c.epochs:
         out += ["Epochs over the pretraining corpus per run (mean): "
                 + ", ".join(f"{v} {e:.2f}" for v, e in c.epochs.items()), ""]
@@ -153,14 +175,10 @@ def _markdown(r: Report) -> list[str]:
     if not c.tasks:
         return out + ["No completed measure runs with evaluations: nothing to estimate."]
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
-    out += ["## Every variant minus none", ""] + _contrast_table(c, ("vs_none",)) + [""]
-    out += ["## Contributions (the seed's contrasts, the 2x2 factorial, SOP, the searched mix)", "",
-            "Main effects equal the Shapley shares in a 2x2; the two add up to full - none.", ""]
-    out += _contrast_table(c, ("seed", "factorial", "sop", "best_mix")) + [""]
+    out += _contrast_sections(c) + _decompositions(c)
     if c.flags:
         out += ["## Flags", ""] + [f"- {f.variant}{' on ' + f.task if f.task else ''}: {f.reason}"
                                    for f in c.flags] + [""]
-    out += ["## Verdict", ""] + _plain_verdict(c) + [""]
     if r.search is not None:
         out += _search_markdown(r.search)
     return out
@@ -181,73 +199,30 @@ def _search_markdown(s: SearchSummary) -> list[str]:
 
 
 def format_table(report: Report) -> str:
-    """The terminal table the main job prints at its end: variants per task, then the contrasts."""
+    """The terminal output of the main job: the headline, variants per task, then the contrasts."""
     c = report.contributions
     if not c.tasks:
         return "\n".join(["no completed measure runs to report", *c.messages])
+    lines = headline(c) + [""]
     w = max(len(t) for t in c.tasks) + 2
-    lines = ["task".ljust(w) + "".join(v.ljust(24) for v in c.variants)]  # cells are <= 22 characters
+    lines.append("task".ljust(w) + "chance".ljust(8) + "".join(v.ljust(24) for v in c.variants))
     for t in c.tasks:
-        lines.append(t.ljust(w) + "".join((_iv(c.means[(t, v)], short=True) + ("*" if _flag_marks(c, t, v) else ""))
-                                          .ljust(24) for v in c.variants))
+        base = f"{c.baselines[t]:.3f}" if t in c.baselines else ""
+        lines.append(t.ljust(w) + base.ljust(8) + "".join(
+            (format_interval(c.means[(t, v)], short=True) + ("*" if flagged(c, t, v) else "")).ljust(24)
+            for v in c.variants) + ("  not learned at this budget" if t in c.not_learned else ""))
     lines.append("")
     cw = max(len(e.contrast.name) for e in c.contrasts) + 2 if c.contrasts else 10
     for e in c.contrasts:
-        if e.contrast.family == "factorial":
-            continue
-        lines.append(f"{e.task.ljust(w)}{e.contrast.name.ljust(cw)}{_iv(e.interval, True, short=True):26s}"
-                     f"{verdict(e.interval)}{' [' + '; '.join(e.notes) + ']' if e.notes else ''}")
+        iv = e.interval
+        mde = f"MDE {e.power.mde:.3f}" if e.power is not None and np.isfinite(e.power.mde) else ""
+        lines.append(f"{e.task.ljust(w)}{e.contrast.name.ljust(cw)}{format_interval(iv, True, short=True):26s}"
+                     f"{'Holm p=' + format(e.p_adjusted, '.2g'):16s}{mde:12s}{verdict(iv, e.p_adjusted)}"
+                     f"{' [' + '; '.join(e.notes) + ']' if e.notes else ''}")
     excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
-    lines += ["", f"* flagged (collapsed or below none). Excluded measure runs: {excluded}.", *c.messages]
+    lines += ["", f"* flagged (collapsed, or worse than none on the task). Excluded measure runs: {excluded}.",
+              *c.messages]
     return "\n".join(lines)
-
-
-def plot_task_bars(c: Contributions, path: Path) -> Path:
-    """Per-task bars of each variant's mean with interval whiskers (hatched when flagged)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n_t, n_v = len(c.tasks), len(c.variants)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * n_t * n_v / 2), 4.0))
-    width = 0.8 / n_v
-    for j, v in enumerate(c.variants):
-        ivs = [c.means[(t, v)] for t in c.tasks]
-        x = np.arange(n_t) + (j - (n_v - 1) / 2) * width
-        est = np.array([iv.estimate for iv in ivs])
-        err = np.array([[iv.estimate - iv.lo, iv.hi - iv.estimate] if iv.reliable and np.isfinite(iv.lo)
-                        else [0.0, 0.0] for iv in ivs]).T
-        bars = ax.bar(x, est, width, yerr=err, capsize=3, label=v)
-        for bar, t in zip(bars, c.tasks):
-            if _flag_marks(c, t, v):
-                bar.set_hatch("//")
-    ax.set_xticks(np.arange(n_t), c.tasks, rotation=20, ha="right")
-    ax.set_ylabel("headline metric")
-    ax.set_title(f"Per-task scores, {c.level:.0%} multi-bootstrap intervals (hatched: flagged)")
-    ax.legend(fontsize=8, ncols=min(n_v, 4))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
-def plot_search_response(s: SearchSummary, path: Path) -> Path:
-    """Probe score against each varied search parameter (completed full-budget trials)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(s.params), figsize=(3.2 * len(s.params), 3.2), squeeze=False)
-    for ax, p in zip(axes[0], s.params):
-        ax.scatter(s.trials[p], s.trials["probe_score"], s=14)
-        ax.set_xlabel(f"{p} (rho {s.spearman.get(p, float('nan')):+.2f})")
-    axes[0][0].set_ylabel("probe score")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def write_report(report: Report, out_dir: str | Path) -> list[Path]:
@@ -259,6 +234,8 @@ def write_report(report: Report, out_dir: str | Path) -> list[Path]:
     report.to_frame().to_csv(paths[1], index=False)
     if report.contributions.tasks:
         paths.append(plot_task_bars(report.contributions, out / "contributions.png"))
+    if report.contributions.contrasts:
+        paths.append(plot_forest(report.contributions, out / "contributions_forest.png"))
     if report.search is not None and report.search.params and len(report.search.trials):
         paths.append(plot_search_response(report.search, out / "search_response.png"))
     return paths

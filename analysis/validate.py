@@ -1,20 +1,20 @@
-"""Coverage check of the multi-bootstrap on simulated ablations whose true effects are known.
+"""Checks of the statistics on simulated ablations whose truth is known (``analysis.simulate``).
 
-    python -m analysis.validate --simulations 1000 --json            # ~1-2 min on 2 cores
-    python -m analysis.validate --simulations 200 --pretrain-seeds 3 --json
+    python -m analysis.validate --simulations 1000 --json                  # coverage, Holm, average row
+    python -m analysis.validate --simulations 300 --pretrain-seeds 3
+    python -m analysis.validate --power --reps 200                         # predicted power vs detection
 
-Each simulation draws a fresh ablation: 4 variants (full, mlm_only, nsp_only, none) x P pretraining
-seeds x F fine-tuning seeds x N test examples, each answer correct with probability
+Coverage: each simulation runs one task through ``analysis.bootstrap.multibootstrap`` (the function
+the report uses) for the variant means and every contrast ``analysis.contrasts`` derives, and one
+three-task average (shared seeds, different effects and example counts, one source task counted
+once); coverage is the share of intervals holding the truth. Every other simulation is a null design
+(all contrasts truly 0): the family-wise error rate is the share of null families with any Holm-
+adjusted p < 0.05 (and, for reference, with any raw p < 0.05).
 
-    sigmoid(mu_v + s_p + a_vp + c_vpf + d_n + g_vn)
-
-with a seed effect shared by all variants (s: same initial weights and data order), a
-variant-specific seed effect (a), fine-tuning noise (c), example difficulty (d) and a variant x
-example interaction (g); the standard deviations are themselves drawn per simulation so the check
-covers seed-dominated and example-dominated designs. The truth of a contrast is its population
-value: each variant's expected accuracy over seeds *and* examples, E[sigmoid(N(mu_v, total var))],
-by Gauss-Hermite quadrature. The simulated answers go through ``analysis.bootstrap.multibootstrap``,
-the same function the report uses; coverage is the share of intervals holding the truth.
+Power: designs with a known difference (two variants, seed spread sd_seed) at P pretraining seeds;
+the predicted power (``analysis.inference.power`` on the design's true variance) against the share
+of simulated runs whose bootstrap p-value is < 0.05, and the pretraining seeds predicted to reach
+power 0.8 against the detection rate of designs run with that many seeds.
 """
 
 from __future__ import annotations
@@ -27,90 +27,130 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from analysis.bootstrap import Measurement, multibootstrap
+from analysis.bootstrap import multibootstrap
+from analysis.inference import design_se, holm, power
+from analysis.simulate import (SimDesign, simulate_ablation, simulate_average, simulate_pair, sim_contrasts,
+                               true_pair_variance)
 
-SIM_VARIANTS = ("full", "mlm_only", "nsp_only", "none")
-# Contrasts checked: every variant mean, the seed's contributions, every variant minus none, the
-# 2x2 interaction. Rows over SIM_VARIANTS.
-SIM_CONTRASTS: dict[str, tuple[float, ...]] = {
-    "mean full": (1, 0, 0, 0),
-    "mean none": (0, 0, 0, 1),
-    "full - nsp_only": (1, 0, -1, 0),
-    "full - mlm_only": (1, -1, 0, 0),
-    "full - none": (1, 0, 0, -1),
-    "mlm_only - none": (0, 1, 0, -1),
-    "nsp_only - none": (0, 0, 1, -1),
-    "interaction": (1, -1, -1, 1),
-}
-
-
-@dataclass(frozen=True)
-class SimDesign:
-    """The shape of each simulated ablation and the ranges its noise scales are drawn from."""
-
-    pretrain_seeds: int = 5
-    finetune_seeds: int = 3
-    examples: int = 300
-    n_boot: int = 1000
-    level: float = 0.95
+N_MEANS = 2  # the first rows of sim_contrasts are means, not contrasts (not tested against 0)
 
 
 @dataclass(frozen=True)
 class CoverageResult:
-    coverage: float  # over all contrasts and simulations
+    coverage: float  # one task: over all rows and simulations
     raw_coverage: float  # of the plain percentile interval, for reference
+    average_coverage: float  # the three-task average row
     n: int  # simulations
+    n_null: int  # of them null designs (every contrast truly 0)
+    fwer_holm: float  # share of null families with any Holm-adjusted p < 0.05
+    fwer_raw: float  # ... with any raw p < 0.05
     per_contrast: dict[str, float]
     raw_per_contrast: dict[str, float]
+    average_per_contrast: dict[str, float]
     mean_width: dict[str, float]
     seconds: float
     design: dict
 
 
-def _expected_accuracy(mu: np.ndarray, sd: float) -> np.ndarray:
-    """E[sigmoid(X)], X ~ N(mu, sd^2), by Gauss-Hermite quadrature (exact to ~1e-10 here)."""
-    x, w = np.polynomial.hermite_e.hermegauss(80)
-    return (w / w.sum() * (1 / (1 + np.exp(-(mu[:, None] + sd * x[None, :]))))).sum(axis=1)
-
-
-def simulate_ablation(design: SimDesign, rng: np.random.Generator) -> tuple[Measurement, np.ndarray]:
-    """One simulated ablation: a Measurement (accuracy) and the true value of each SIM_CONTRASTS row."""
-    v, p, f, n = len(SIM_VARIANTS), design.pretrain_seeds, design.finetune_seeds, design.examples
-    mu = rng.normal(0.6, 0.4, size=v)
-    sd_s, sd_a, sd_c = rng.uniform(0.0, 0.5), rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.3)
-    sd_d, sd_g = rng.uniform(0.5, 2.0), rng.uniform(0.0, 0.8)
-    logit = (mu[:, None, None, None]
-             + rng.normal(0, sd_s, (1, p, 1, 1)) + rng.normal(0, sd_a, (v, p, 1, 1))
-             + rng.normal(0, sd_c, (v, p, f, 1))
-             + rng.normal(0, sd_d, (1, 1, 1, n)) + rng.normal(0, sd_g, (v, 1, 1, n)))
-    correct = (rng.random(logit.shape) < 1 / (1 + np.exp(-logit))).astype(np.float64)
-    stats = np.stack([correct, np.ones_like(correct)], axis=-1)  # (V, P, F, N, 2)
-    truth_means = _expected_accuracy(mu, float(np.sqrt(sd_s**2 + sd_a**2 + sd_c**2 + sd_d**2 + sd_g**2)))
-    truth = np.array(list(SIM_CONTRASTS.values()), dtype=float) @ truth_means
-    return Measurement("accuracy", stats, np.ones((v, p, f), dtype=bool)), truth
+def _hits(intervals, truth) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    hit = np.array([iv.lo <= t <= iv.hi for iv, t in zip(intervals, truth)])
+    raw = np.array([iv.raw_lo <= t <= iv.raw_hi for iv, t in zip(intervals, truth)])
+    return hit, raw, np.array([iv.hi - iv.lo for iv in intervals])
 
 
 def run_coverage(n_sims: int, design: SimDesign, rng: np.random.Generator) -> CoverageResult:
-    """Empirical coverage of the multi-bootstrap intervals over ``n_sims`` simulated ablations."""
-    names = list(SIM_CONTRASTS)
-    contrasts = np.array(list(SIM_CONTRASTS.values()), dtype=float)
-    hit = np.zeros((n_sims, len(names)), dtype=bool)
-    raw_hit = np.zeros_like(hit)
-    width = np.zeros((n_sims, len(names)))
+    """Coverage of single-task and average intervals, and Holm's family-wise error on null designs."""
+    names, contrasts = sim_contrasts()
+    hit, raw, width, avg = (np.zeros((n_sims, len(names))) for _ in range(4))
+    fwer = []
     start = time.perf_counter()
     for i in range(n_sims):
-        measurement, truth = simulate_ablation(design, rng)
-        intervals = multibootstrap([measurement], contrasts, rng, n_boot=design.n_boot, level=design.level)
-        for j, (iv, t) in enumerate(zip(intervals, truth)):
-            hit[i, j] = iv.lo <= t <= iv.hi
-            raw_hit[i, j] = iv.raw_lo <= t <= iv.raw_hi
-            width[i, j] = iv.hi - iv.lo
+        null = i % 2 == 1
+        m, truth = simulate_ablation(design, rng, null=null)
+        ivs = multibootstrap([m], contrasts, rng, n_boot=design.n_boot, level=design.level)
+        hit[i], raw[i], width[i] = _hits(ivs, truth)
+        if null:
+            p = np.array([iv.p_value for iv in ivs[N_MEANS:]])
+            fwer.append(((holm(p) < 0.05).any(), (p < 0.05).any()))
+        ms, weights, truth = simulate_average(design, rng)
+        avg[i] = _hits(multibootstrap(ms, contrasts, rng, n_boot=design.n_boot, level=design.level,
+                                      task_weights=weights), truth)[0]
+    fwer = np.array(fwer, dtype=float).reshape(-1, 2)
+    per = lambda x: {k: float(v) for k, v in zip(names, x.mean(axis=0))}  # noqa: E731
     return CoverageResult(
-        coverage=float(hit.mean()), raw_coverage=float(raw_hit.mean()), n=n_sims,
-        per_contrast={k: float(x) for k, x in zip(names, hit.mean(axis=0))},
-        raw_per_contrast={k: float(x) for k, x in zip(names, raw_hit.mean(axis=0))},
-        mean_width={k: float(x) for k, x in zip(names, width.mean(axis=0))},
+        coverage=float(hit.mean()), raw_coverage=float(raw.mean()), average_coverage=float(avg.mean()), n=n_sims,
+        n_null=len(fwer), fwer_holm=float(fwer[:, 0].mean()) if len(fwer) else float("nan"),
+        fwer_raw=float(fwer[:, 1].mean()) if len(fwer) else float("nan"), per_contrast=per(hit),
+        raw_per_contrast=per(raw), average_per_contrast=per(avg), mean_width=per(width),
         seconds=time.perf_counter() - start, design=asdict(design))
+
+
+@dataclass(frozen=True)
+class PowerPoint:
+    label: str
+    seeds: int
+    sd_seed: float
+    effect: float
+    predicted: float  # analysis.inference.power on the design's true variance
+    observed: float  # share of simulated runs with bootstrap p < 0.05
+    reps: int
+    seed_var_ratio: float  # mean estimated seed_var / true seed part (1 = the split is unbiased)
+
+
+# (label, effect, sd_seed, pretraining seeds): the issue's default design (MLM effect +0.16 at 3
+# seeds over a range of seed spreads), and a small effect whose seeds-to-resolve is predicted.
+POWER_DESIGNS = [("default, +0.16", 0.16, sd, 3) for sd in (0.02, 0.04, 0.06, 0.08, 0.10)]
+SEEDS_DESIGN = ("seeds to resolve +0.05", 0.05, 0.04)
+POWER_EXAMPLES = 500
+
+
+def _power_point(label, effect, sd_seed, seeds, reps, n_boot, rng, truth_reps) -> PowerPoint:
+    seed_true, ex_true = true_pair_variance(effect, sd_seed, seeds, POWER_EXAMPLES, rng, truth_reps)
+    se, df = design_se(seed_true, ex_true, seeds, seeds)
+    detected, ratio = [], []
+    for _ in range(reps):
+        iv = multibootstrap([simulate_pair(effect, sd_seed, seeds, POWER_EXAMPLES, rng)], np.array([[-1.0, 1.0]]),
+                            rng, n_boot=n_boot)[0]
+        detected.append(iv.p_value < 0.05 and iv.estimate > 0)
+        ratio.append(iv.seed_var / seed_true if seed_true > 0 else np.nan)  # unbiased split: ~1
+    return PowerPoint(label, seeds, sd_seed, effect, float(power(effect, se, df)), float(np.mean(detected)), reps,
+                      float(np.nanmean(ratio)))
+
+
+def seeds_to_resolve(effect: float, sd_seed: float, rng: np.random.Generator, target: float = 0.8,
+                     truth_reps: int = 3000) -> int:
+    """Pretraining seeds predicted to detect ``effect`` with power ``target`` (from the 3-seed design's variance)."""
+    seed_true, ex_true = true_pair_variance(effect, sd_seed, 3, POWER_EXAMPLES, rng, truth_reps)
+    grid = np.arange(2, 400)
+    se, df = design_se(seed_true, ex_true, 3, grid)
+    return int(grid[np.argmax(power(effect, se, df) >= target)])
+
+
+def run_power(reps: int, n_boot: int, rng: np.random.Generator, designs=POWER_DESIGNS, seeds_design=SEEDS_DESIGN,
+              truth_reps: int = 3000) -> tuple[list[PowerPoint], float]:
+    """Predicted power vs detection for each design, then for the seeds predicted to resolve ``seeds_design``."""
+    start = time.perf_counter()
+    points = [_power_point(*d, reps, n_boot, rng, truth_reps) for d in designs]
+    if seeds_design is not None:
+        label, effect, sd = seeds_design
+        n = seeds_to_resolve(effect, sd, rng, truth_reps=truth_reps)
+        points.append(_power_point(f"{label}: predicted {n} seeds", effect, sd, n, reps, n_boot, rng, truth_reps))
+    return points, time.perf_counter() - start
+
+
+def coverage_text(r: CoverageResult, level: float) -> str:
+    lines = [f"coverage {r.coverage:.3f} of nominal {level:.2f} over {r.n} simulations (plain percentile: "
+             f"{r.raw_coverage:.3f}); average row {r.average_coverage:.3f}; Holm family-wise error "
+             f"{r.fwer_holm:.3f} (raw p: {r.fwer_raw:.3f}) over {r.n_null} null designs; {r.seconds:.1f} s"]
+    lines += [f"  {name:48s} {cov:.3f}  (plain {r.raw_per_contrast[name]:.3f}, average row "
+              f"{r.average_per_contrast[name]:.3f})" for name, cov in r.per_contrast.items()]
+    return "\n".join(lines)
+
+
+def power_text(points: list[PowerPoint]) -> str:
+    return "\n".join(f"{p.label:36s} seeds {p.seeds:3d} sd_seed {p.sd_seed:.2f}: predicted power {p.predicted:.2f}, "
+                     f"detected {p.observed:.2f} of {p.reps} (seed variance estimated x{p.seed_var_ratio:.2f})"
+                     for p in points)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,19 +162,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=SimDesign.examples)
     ap.add_argument("--boot", type=int, default=SimDesign.n_boot)
     ap.add_argument("--level", type=float, default=SimDesign.level)
+    ap.add_argument("--power", action="store_true", help="check predicted power against detection rates")
+    ap.add_argument("--reps", type=int, default=200, help="simulated runs per power design")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
-    if args.simulations < 1 or args.pretrain_seeds < 2 or args.examples < 2:
-        ap.error("--simulations must be >= 1, --pretrain-seeds >= 2 and --examples >= 2")
+    if args.simulations < 1 or args.pretrain_seeds < 2 or args.examples < 6 or args.reps < 1:
+        ap.error("--simulations and --reps must be >= 1, --pretrain-seeds >= 2 and --examples >= 6")
+    rng = np.random.default_rng(args.seed)
+    if args.power:
+        points, seconds = run_power(args.reps, args.boot, rng)
+        print(json.dumps({"points": [asdict(p) for p in points], "seconds": seconds}, indent=2) if args.json
+              else power_text(points) + f"\n{seconds:.1f} s")
+        return 0
     design = SimDesign(args.pretrain_seeds, args.finetune_seeds, args.examples, args.boot, args.level)
-    result = run_coverage(args.simulations, design, np.random.default_rng(args.seed))
-    if args.json:
-        print(json.dumps(asdict(result), indent=2))
-    else:
-        print(f"coverage {result.coverage:.3f} of nominal {design.level:.2f} over {result.n} simulations "
-              f"(plain percentile: {result.raw_coverage:.3f}); {result.seconds:.1f} s")
-        for name, cov in result.per_contrast.items():
-            print(f"  {name:18s} {cov:.3f}  (plain {result.raw_per_contrast[name]:.3f})")
+    result = run_coverage(args.simulations, design, rng)
+    print(json.dumps(asdict(result), indent=2) if args.json else coverage_text(result, design.level))
     return 0
 
 

@@ -7,58 +7,80 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-WEIGHTS = {"full": (1, 1, 0), "mlm_only": (1, 0, 0), "nsp_only": (0, 1, 0), "sop_only": (0, 0, 1),
-           "mlm_sop": (1, 0, 1), "none": (0, 0, 0), "best_mix": (1, 0.5, 0)}
+OBJECTIVES = ("mlm", "nsp", "sop", "rtd")
+# name -> (objectives on, input format), as the trainables side records them (schema 2)
+VARIANTS = {"full": ({"mlm": 1, "nsp": 1}, "nsp_pairs"), "mlm_only": ({"mlm": 1}, "single"),
+            "mlm_pairs": ({"mlm": 1}, "nsp_pairs"), "nsp_only": ({"nsp": 1}, "nsp_pairs"),
+            "sop_only": ({"sop": 1}, "sop_pairs"), "mlm_sop": ({"mlm": 1, "sop": 1}, "sop_pairs"),
+            "electra": ({"rtd": 1}, "single"), "electra_nsp": ({"rtd": 1, "nsp": 1}, "nsp_pairs"),
+            "none": ({}, "single"), "best_mix": ({"mlm": 1, "nsp": 0.5}, "nsp_pairs")}
 
 
-def _run_row(run_id, variant, seed, phase="measure", status="completed", collapsed=False,
-             mask_ratio=0.15, weights=None, probe_score=float("nan"), steps=100):
-    w = weights or WEIGHTS.get(variant, (1, 1, 0))
-    return dict(run_id=run_id, phase=phase, variant=variant, mlm_weight=float(w[0]), nsp_weight=float(w[1]),
-                sop_weight=float(w[2]), mask_ratio=mask_ratio, input_format="pair", pretrain_seed=seed,
-                status=status, stop_reason="" if status == "completed" else "x", steps=steps,
-                tokens_seen=steps * 1000, epochs=0.0 if variant == "none" else 1.5, wall_time_s=1.0,
-                mlm_acc=0.1, mlm_ppl=100.0, pair_acc_nsp=0.5, pair_acc_sop=0.5, cls_cosine=0.5,
-                token_cosine=0.5, collapsed=collapsed, probe_score=probe_score, checkpoint="",
-                config_json="{}")
+def _run_row(run_id, variant, seed, phase="measure", status="completed", collapsed=False, mask_ratio=0.15,
+             weights=None, probe_score=float("nan"), steps=100, objectives=OBJECTIVES, legacy_format=False,
+             cosines=(0.5, 0.5), variants=None):
+    on, fmt = {**VARIANTS, **(variants or {})}.get(variant, ({"mlm": 1, "nsp": 1}, "nsp_pairs"))
+    if weights is not None:  # (mlm, nsp, sop) of a search trial or a custom run
+        on = {o: w for o, w in zip(("mlm", "nsp", "sop"), weights) if w}
+    if legacy_format:  # schema-1 exports recorded 'pair' for both kinds of pairs
+        fmt = "pair" if fmt.endswith("_pairs") else fmt
+    weight = {f"{o}_weight": float(on.get(o, 0.0)) for o in objectives}
+    return dict(run_id=run_id, phase=phase, variant=variant, **weight,
+                mask_ratio=mask_ratio, input_format=fmt, pretrain_seed=seed, status=status,
+                stop_reason="" if status == "completed" else "x", steps=steps, tokens_seen=steps * 1000,
+                epochs=0.0 if variant == "none" else 1.5, wall_time_s=1.0, mlm_acc=0.1, mlm_ppl=100.0,
+                pair_acc_nsp=0.5, pair_acc_sop=0.5, token_cosine=cosines[0], cls_cosine=cosines[1],
+                collapsed=collapsed, probe_score=probe_score, checkpoint="", config_json="{}")
+
+
+def _task_rows(run_id, task, fs, acc, n_examples, source=""):
+    k = int(round(acc * n_examples))
+    ev = [dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", metric="accuracy", value=k / n_examples,
+               is_primary=True, n_examples=n_examples, wall_time_s=1.0, source_task=source or task, positive_label=""),
+          dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", metric="macro_f1", value=0.0,
+               is_primary=False, n_examples=n_examples, wall_time_s=1.0, source_task=source or task, positive_label="")]
+    gold = np.array(["a", "b"] * (n_examples // 2))
+    pred = np.where(np.arange(n_examples) < k, gold, np.where(gold == "a", "b", "a"))
+    preds = [dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", example_id=f"{task}-{j}",
+                  prediction=str(p), gold=str(g)) for j, (p, g) in enumerate(zip(pred, gold))]
+    return ev, preds
 
 
 def write_export(root: Path, means: dict[str, float], tasks=("sst", "topic"), seeds=(0, 1, 2),
                  finetune_seeds=(0, 1), n_examples=200, jitter=(-0.03, 0.0, 0.03), collapsed=(),
-                 extra_runs=(), search=None, with_predictions=True) -> Path:
+                 extra_runs=(), search=None, with_predictions=True, task_means=None, sources=None,
+                 objectives=OBJECTIVES, legacy_format=False, variants=None, variant_jitter=None) -> Path:
     """An export where variant v scores exactly ``means[v]`` (accuracy) on every task, averaged over seeds.
 
     Pretraining seed i shifts the accuracy by ``jitter[i]`` (symmetric, so the mean is exact); each
-    task's test set has ``n_examples`` examples and the first round(acc * n) of them are correct.
-    ``extra_runs``: (variant, seed, status) of measure runs that must not count (no evals written).
-    ``search``: list of (mlm_weight, nsp_weight, mask_ratio, probe_score, status, steps) trials.
+    task's test set has ``n_examples`` examples (golds alternate a, b: chance is 0.5) and the first
+    round(acc * n) of them are correct. ``task_means``: {task: {variant: mean}} overrides per task.
+    ``sources``: {task: source_task}. ``extra_runs``: (variant, seed, status) of measure runs that
+    must not count (no evals written). ``search``: list of (mlm_weight, nsp_weight, mask_ratio,
+    probe_score, status, steps) trials. ``legacy_format``: input_format 'pair' as schema 1 wrote it.
+    ``variants``: {name: (objectives on, input format)} beyond ``VARIANTS``; ``variant_jitter``:
+    {variant: per-seed shifts} in place of ``jitter`` (a variant-specific seed effect).
     """
     root.mkdir(parents=True, exist_ok=True)
     runs, evals, preds = [], [], []
+    kw = dict(objectives=objectives, legacy_format=legacy_format, variants=variants)
     for variant, mean in means.items():
         for i, seed in enumerate(seeds):
             run_id = f"{variant}-s{seed}"
-            runs.append(_run_row(run_id, variant, seed, collapsed=variant in collapsed))
-            acc = mean + jitter[i % len(jitter)]
-            k = int(round(acc * n_examples))
+            runs.append(_run_row(run_id, variant, seed, collapsed=variant in collapsed,
+                                 cosines=(0.97, 0.5) if variant in collapsed else (0.5, 0.5), **kw))
             for task in tasks:
+                shift = (variant_jitter or {}).get(variant, jitter)
+                acc = (task_means or {}).get(task, {}).get(variant, mean) + shift[i % len(shift)]
                 for fs in finetune_seeds:
-                    evals.append(dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune",
-                                      metric="accuracy", value=k / n_examples, is_primary=True,
-                                      n_examples=n_examples, wall_time_s=1.0))
-                    evals.append(dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune",
-                                      metric="macro_f1", value=0.0, is_primary=False,
-                                      n_examples=n_examples, wall_time_s=1.0))
-                    gold = np.array(["a", "b"] * (n_examples // 2))
-                    pred = np.where(np.arange(n_examples) < k, gold, np.where(gold == "a", "b", "a"))
-                    preds += [dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune",
-                                   example_id=f"{task}-{j}", prediction=str(p), gold=str(g))
-                              for j, (p, g) in enumerate(zip(pred, gold))]
+                    ev, pr = _task_rows(run_id, task, fs, acc, n_examples, (sources or {}).get(task, ""))
+                    evals += ev
+                    preds += pr
     for j, (variant, seed, status) in enumerate(extra_runs):
-        runs.append(_run_row(f"extra-{j}", variant, seed, status=status))
+        runs.append(_run_row(f"extra-{j}", variant, seed, status=status, **kw))
     for j, (mw, nw, mr, score, status, steps) in enumerate(search or []):
         runs.append(_run_row(f"trial-{j}", "custom", 0, phase="search", status=status, mask_ratio=mr,
-                             weights=(mw, nw, 0.0), probe_score=score, steps=steps))
+                             weights=(mw, nw, 0.0), probe_score=score, steps=steps, **kw))
     pd.DataFrame(runs).to_parquet(root / "runs.parquet")
     pd.DataFrame(evals).to_parquet(root / "evals.parquet")
     if with_predictions:
@@ -77,5 +99,6 @@ def search_trials(n=16, seed=0):
     return out
 
 
-SEED_MEANS = {"full": 0.8, "mlm_only": 0.7, "nsp_only": 0.6, "none": 0.5}
-
+# The MLM x NSP design with inputs held fixed: full - mlm_pairs = NSP loss effect 0.05, mlm_pairs - mlm_only
+# = input-format effect 0.05 (they add up to the seed's NSP contribution 0.1); MLM contribution 0.2.
+SEED_MEANS = {"full": 0.8, "mlm_only": 0.7, "mlm_pairs": 0.75, "nsp_only": 0.6, "none": 0.5}

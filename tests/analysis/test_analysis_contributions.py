@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_fixtures import SEED_MEANS, write_export
+from analysis_fixtures import OBJECTIVES, SEED_MEANS, write_export
 
 from analysis.contributions import estimate_contributions
 from analysis.export import ExportError, load_export
@@ -17,22 +17,42 @@ def _contrast(c, task, name):
     return next(e for e in c.contrasts if e.task == task and e.contrast.name == name)
 
 
+def _names(c, task="sst"):
+    return {e.contrast.name for e in c.contrasts if e.task == task}
+
+
 def test_known_values_give_the_known_estimates(seed_export):
     c = _estimate(seed_export)
-    assert c.variants == ("full", "mlm_only", "nsp_only", "none")
+    assert c.variants == ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")
     assert c.tasks == ("sst", "topic", "average (finetune)")
     for t in c.tasks:
         for v, m in SEED_MEANS.items():
             assert c.means[(t, v)].estimate == pytest.approx(m, abs=1e-12)
         mlm = _contrast(c, t, "MLM contribution (full - nsp_only)").interval
         assert mlm.estimate == pytest.approx(0.2) and mlm.reliable and mlm.lo > 0
-        assert _contrast(c, t, "NSP contribution (full - mlm_only)").interval.estimate == pytest.approx(0.1)
-        shap = [_contrast(c, t, f"{o} main effect = Shapley share").interval.estimate for o in ("MLM", "NSP")]
-        assert shap == pytest.approx([0.2, 0.1]) and sum(shap) == pytest.approx(0.3)
+        nsp = _contrast(c, t, "NSP contribution (full - mlm_only)")
+        loss = _contrast(c, t, "NSP loss effect with MLM (full - mlm_pairs)").interval.estimate
+        fmt = _contrast(c, t, "input-format effect (mlm_pairs - mlm_only)").interval.estimate
+        assert (loss, fmt) == pytest.approx((0.05, 0.05)) and nsp.interval.estimate == pytest.approx(loss + fmt)
+        assert [n for _, n in nsp.contrast.parts] == ["NSP loss effect with MLM (full - mlm_pairs)",
+                                                      "input-format effect (mlm_pairs - mlm_only)"]
+        shap = [_contrast(c, t, f"{o} main effect = Shapley share (MLM x NSP, nsp_pairs)").interval.estimate
+                for o in ("MLM", "NSP")]
+        assert shap == pytest.approx([0.225, 0.075])  # inputs held fixed: mlm_pairs, not mlm_only
         assert sum(shap) == pytest.approx(_contrast(c, t, "full - none").interval.estimate)
-        inter = _contrast(c, t, "MLM x NSP interaction").interval
-        assert inter.estimate == pytest.approx(0.0, abs=1e-12) and inter.lo < 0 < inter.hi
-    assert c.flags == [] and c.messages == []
+        inter = _contrast(c, t, "MLM x NSP interaction (nsp_pairs)").interval
+        assert inter.estimate == pytest.approx(0.8 - 0.75 - 0.6 + 0.5)
+    assert c.flags == [] and c.messages == [] and c.not_learned == ()
+    assert c.budget.epochs == pytest.approx(1.5) and c.budget.pretrain_seeds == 3 and c.budget.finetune_seeds == 2
+
+
+def test_holm_adjusted_p_values_sit_beside_the_raw_ones(seed_export):
+    c = _estimate(seed_export)
+    for t in c.tasks:
+        es = [e for e in c.contrasts if e.task == t]
+        raw, adj = np.array([e.interval.p_value for e in es]), np.array([e.p_adjusted for e in es])
+        assert np.all(adj >= raw - 1e-15) and np.all(adj <= 1)
+        assert adj[np.argmin(raw)] == pytest.approx(min(1.0, len(es) * raw.min()))  # the smallest: times m
 
 
 def test_failed_and_stopped_runs_are_excluded_and_counted(seed_export):
@@ -41,40 +61,103 @@ def test_failed_and_stopped_runs_are_excluded_and_counted(seed_export):
     assert c.pretrain_seeds == (0, 1, 2)  # seeds 3 and 4 only had failed/stopped runs
 
 
-def test_missing_variant_gives_a_message_naming_what_cannot_be_computed(tmp_path):
-    means = {k: v for k, v in SEED_MEANS.items() if k != "nsp_only"}
-    c = _estimate(write_export(tmp_path / "e", means))
+@pytest.mark.parametrize("drop, blocked, kept", [
+    ("nsp_only", ["MLM contribution (full - nsp_only)", "MLM x NSP factorial"],
+     "NSP loss effect with MLM (full - mlm_pairs)"),
+    ("mlm_pairs", ["MLM x NSP factorial"], "NSP contribution (full - mlm_only)"),
+])
+def test_missing_variant_gives_one_message_naming_what_cannot_be_computed(tmp_path, drop, blocked, kept):
+    c = _estimate(write_export(tmp_path / "e", {k: v for k, v in SEED_MEANS.items() if k != drop}))
     assert len(c.messages) == 1
-    msg = c.messages[0]
-    assert "'nsp_only'" in msg and "MLM contribution (full - nsp_only)" in msg and "interaction" in msg
-    names = {e.contrast.name for e in c.contrasts}
-    assert "NSP contribution (full - mlm_only)" in names and "mlm_only - none" in names
-    assert not any("nsp_only" in n for n in names)
+    assert f"{drop!r}" in c.messages[0] and all(b in c.messages[0] for b in blocked)
+    assert kept in _names(c) and not any(drop in n for n in _names(c))
 
 
-def test_collapsed_variant_is_flagged_and_contrast_against_it_not_credited(tmp_path):
+def test_contrasts_are_derived_from_weights_and_input_formats(tmp_path):
+    means = {**SEED_MEANS, "sop_only": 0.62, "mlm_sop": 0.82, "electra": 0.74, "electra_nsp": 0.77}
+    c = _estimate(write_export(tmp_path / "e", means))
+    expected = {"RTD instead of MLM (electra - mlm_only)": 0.04, "RTD instead of MLM (electra - mlm_pairs)": -0.01,
+                "RTD instead of MLM (electra_nsp - full)": -0.03, "SOP instead of NSP (mlm_sop - full)": 0.02,
+                "SOP instead of NSP (sop_only - nsp_only)": 0.02, "MLM loss effect with SOP (mlm_sop - sop_only)": 0.2,
+                "RTD loss effect with NSP (electra_nsp - nsp_only)": 0.17}
+    for name, value in expected.items():
+        assert _contrast(c, "sst", name).interval.estimate == pytest.approx(value), name
+    assert "input formats differ: mlm_sop on sop_pairs, full on nsp_pairs" in _contrast(
+        c, "sst", "SOP instead of NSP (mlm_sop - full)").contrast.notes
+    assert not _contrast(c, "sst", "RTD instead of MLM (electra - mlm_only)").contrast.notes  # both single
+    assert not any("instead of MLM (nsp_only" in n or "NSP instead" in n for n in _names(c))  # kinds differ
+    assert any("factorial on sop_pairs" in m for m in c.messages)  # mlm alone on sop_pairs never ran
+
+
+def test_a_new_objective_needs_no_analysis_change(tmp_path):
+    variants = {"xyz_only": ({"xyz": 1}, "single"), "mlm_xyz": ({"mlm": 1, "xyz": 1}, "single")}
+    c = _estimate(write_export(tmp_path / "e", {"mlm_only": 0.7, "xyz_only": 0.66, "mlm_xyz": 0.75, "none": 0.5},
+                               objectives=OBJECTIVES + ("xyz",), variants=variants))
+    assert _contrast(c, "sst", "XYZ instead of MLM (xyz_only - mlm_only)").interval.estimate == pytest.approx(-0.04)
+    assert _contrast(c, "sst", "XYZ loss effect with MLM (mlm_xyz - mlm_only)").interval.estimate == pytest.approx(0.05)
+    inter = _contrast(c, "sst", "MLM x XYZ interaction (single)").interval
+    assert inter.estimate == pytest.approx(0.75 - 0.7 - 0.66 + 0.5)
+
+
+def test_schema_1_pair_format_is_read_as_nsp_or_sop_pairs(tmp_path):
+    means = {**SEED_MEANS, "mlm_sop": 0.82}
+    c = _estimate(write_export(tmp_path / "e", means, objectives=("mlm", "nsp", "sop"), legacy_format=True))
+    assert c.specs["mlm_sop"].input_format == "sop_pairs" and c.specs["full"].input_format == "nsp_pairs"
+    assert "NSP loss effect with MLM (full - mlm_pairs)" in _names(c)
+
+
+def test_collapse_is_flagged_with_its_reason_and_worse_than_none_needs_an_interval_below_zero(tmp_path):
     # the pilot's pattern: nsp_only collapsed; full beats nsp_only only because nsp_only is damaged
-    means = {"full": 0.70, "mlm_only": 0.72, "nsp_only": 0.55, "none": 0.74}
-    c = _estimate(write_export(tmp_path / "e", means, collapsed=("nsp_only",)))
-    assert any(f.variant == "nsp_only" and f.task == "" and "collapse" in f.reason for f in c.flags)
-    assert {(f.variant, f.task) for f in c.flags if f.task == "sst"} == {
-        ("full", "sst"), ("mlm_only", "sst"), ("nsp_only", "sst")}  # all worse than none
+    means = {"full": 0.70, "mlm_only": 0.73, "mlm_pairs": 0.72, "nsp_only": 0.55, "none": 0.74}
+    c = _estimate(write_export(tmp_path / "e", means, collapsed=("nsp_only",), n_examples=400,
+                               variant_jitter={"mlm_only": (0.03, -0.03, 0.0)}))
+    collapse = next(f for f in c.flags if f.variant == "nsp_only" and f.task == "")
+    assert "token cosine 0.970 > 0.95" in collapse.reason and "seed 0" in collapse.reason
+    worse = {f.variant for f in c.flags if f.task == "sst"}
+    assert worse == {"full", "mlm_pairs", "nsp_only"}  # mlm_only is 0.01 below none, but its interval includes 0
     mlm = _contrast(c, "sst", "MLM contribution (full - nsp_only)")
     assert "contrast against nsp_only (collapsed, worse than none on this task): not credited to MLM" in mlm.notes
-    assert _contrast(c, "sst", "full - none").interval.estimate == pytest.approx(-0.04)
 
 
-def test_sop_and_best_mix_contrasts_when_present(tmp_path):
-    means = {**SEED_MEANS, "sop_only": 0.65, "mlm_sop": 0.85, "best_mix": 0.9}
-    c = _estimate(write_export(tmp_path / "e", means))
-    assert _contrast(c, "sst", "SOP vs NSP with MLM (mlm_sop - full)").interval.estimate == pytest.approx(0.05)
-    assert _contrast(c, "sst", "SOP vs NSP alone (sop_only - nsp_only)").interval.estimate == pytest.approx(0.05)
+def test_a_task_no_variant_learned_is_reported_and_left_out(tmp_path):
+    at_chance = {v: 0.5 for v in SEED_MEANS}
+    c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "topic", "ner"),
+                               task_means={"ner": at_chance}))
+    assert c.not_learned == ("ner",) and c.baselines["ner"] == pytest.approx(0.5)
+    assert not any(e.task == "ner" for e in c.contrasts) and ("ner", "full") in c.means
+    assert c.means[("average (finetune)", "full")].estimate == pytest.approx(0.8)  # ner not averaged in
+    assert any("'ner' was not learned at this budget" in m for m in c.messages)
+
+
+def test_tasks_sharing_a_source_task_count_once_in_the_average(tmp_path):
+    tasks = ("sst", "mnli_m", "mnli_mm")
+    per_task = {"mnli_m": {"full": 0.7}, "mnli_mm": {"full": 0.7}, "sst": {"full": 0.9}}
+    c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=tasks, task_means=per_task,
+                               sources={"mnli_m": "mnli", "mnli_mm": "mnli"}))
+    assert c.means[("average (finetune)", "full")].estimate == pytest.approx((0.9 + 0.7) / 2)
+
+
+def test_f1_counts_the_recorded_positive_label(tmp_path):
+    root = write_export(tmp_path / "e", SEED_MEANS)
+    preds = pd.read_parquet(root / "predictions.parquet").assign(prediction="a")  # every example predicted 'a'
+    preds.to_parquet(root / "predictions.parquet")
+    evals = pd.read_parquet(root / "evals.parquet")
+    for positive, f1 in (("a", 2 * 0.5 / 1.5), ("b", 0.0)):
+        evals.assign(metric=evals["metric"].replace("accuracy", "f1"), positive_label=positive).to_parquet(
+            root / "evals.parquet")
+        c = _estimate(root, n_boot=20)
+        assert c.means[("sst", "full")].estimate == pytest.approx(f1), positive
+
+
+def test_best_mix_contrast_when_present(tmp_path):
+    c = _estimate(write_export(tmp_path / "e", {**SEED_MEANS, "best_mix": 0.9}))
     assert _contrast(c, "sst", "best_mix - full").interval.estimate == pytest.approx(0.1)
 
 
 def test_without_predictions_falls_back_to_eval_values(tmp_path):
     c = _estimate(write_export(tmp_path / "e", SEED_MEANS, with_predictions=False))
     assert _contrast(c, "sst", "full - none").interval.estimate == pytest.approx(0.3)
+    assert any("baselines" in m and "not checked" in m for m in c.messages)
 
 
 def test_two_seeds_are_reported_unreliable(tmp_path):

@@ -1,42 +1,87 @@
-"""The report command writes the table, the CSV and the plots; the verdict speaks plainly."""
+"""The report: headline first, Holm beside raw p, honest words, the CSV, and plots that do not lie."""
 
+import numpy as np
 import pandas as pd
-from analysis_fixtures import write_export
+from analysis_fixtures import SEED_MEANS, write_export
 
-from analysis.report import build_report, format_table, main
+from analysis.bootstrap import Interval
+from analysis.export import load_export
+from analysis.plots import forest_figure, search_figure
+from analysis.report import build_report, format_table, main, verdict
+from analysis.search import summarize_search
 
 
-def test_report_command_writes_md_csv_png(seed_export, capsys):
+def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     assert main([str(seed_export), "--boot", "100"]) == 0
     out = seed_export / "report"
     md = (out / "contributions.md").read_text()
-    assert "| sst | accuracy | 0.800 [" in md and "Every variant minus none" in md
+    first = md.split("\n\n")[1]  # the paragraph right under the title
+    assert "1.5 epochs" in first and "3 pretraining seed(s)" in first and "resolved" in first
+    assert "| sst | accuracy | 0.500 | 0.800 [" in md and "Every variant minus none" in md
+    assert "NSP contribution (full - mlm_only) +0.100" in md and "= NSP loss effect with MLM (full - mlm_pairs)" in md
     assert "1 stopped_early" in md and "2 failed" in md and "Epochs over the pretraining corpus" in md
     csv = pd.read_csv(out / "contributions.csv")
     row = csv[(csv.task == "sst") & (csv.name == "MLM contribution (full - nsp_only)")].iloc[0]
-    assert abs(row.estimate - 0.2) < 1e-9 and row.lo > 0 and row.verdict.startswith("positive")
-    for png in ("contributions.png", "search_response.png"):
+    assert abs(row.estimate - 0.2) < 1e-9 and row.lo > 0 and row.verdict.startswith("positive (Holm p=")
+    assert row.p_holm >= row.p_value and row.mde > 0
+    for png in ("contributions.png", "contributions_forest.png", "search_response.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
-    assert "MLM contribution (full - nsp_only)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert printed.startswith("This run pretrained") and printed.index("resolved") < printed.index("chance")
 
 
-def test_verdict_says_worse_than_none_and_inconclusive(tmp_path):
-    means = {"full": 0.70, "mlm_only": 0.72, "nsp_only": 0.55, "none": 0.74}
+def test_words_only_when_the_holm_adjusted_p_is_below_005():
+    iv = Interval(0.05, 0.01, 0.09, 0.01, 0.02, 50.0, 3, True, 0.01, 0.09, 2e-4, 2e-4)
+    assert verdict(iv, 0.03).startswith("positive")
+    assert verdict(iv, 0.2).startswith("inconclusive after Holm")
+    assert verdict(Interval(**{**iv.__dict__, "reliable": False, "n_seeds": 2}), 0.001).startswith("unreliable")
+
+
+def test_worse_than_none_is_said_and_a_contrast_against_a_collapsed_variant_not_credited(tmp_path):
+    means = {"full": 0.70, "mlm_only": 0.72, "mlm_pairs": 0.71, "nsp_only": 0.55, "none": 0.74}
     r = build_report(write_export(tmp_path / "e", means, collapsed=("nsp_only",), n_examples=400,
                                   jitter=(-0.005, 0, 0.005)), n_boot=100)
     md = r.to_markdown()
-    assert "nsp_only is WORSE than no pretraining" in md
-    assert "not credited to MLM" in md and "inconclusive" in md
+    assert "nsp_only on sst: worse than none: nsp_only - none -0.190" in md
+    assert "| nsp_only - none | sst | -0.190 [" in md and "negative (Holm p=" in md
+    assert "not credited to MLM" in md and "collapse diagnostic fired (seed 0: token cosine 0.970 > 0.95" in md
     table = format_table(r)
     assert "not credited to MLM" in table and "nsp_only*" not in table  # flags mark cells, not names
 
 
-def test_two_seed_export_prints_no_confident_interval(tmp_path):
-    r = build_report(write_export(tmp_path / "e", {"full": 0.8, "mlm_only": 0.7, "nsp_only": 0.6, "none": 0.5},
-                                  seeds=(0, 1), jitter=(-0.02, 0.02)), n_boot=50)
+def test_an_underpowered_run_says_so_and_what_would_resolve_it(tmp_path):
+    means = {"full": 0.62, "mlm_only": 0.61, "mlm_pairs": 0.615, "nsp_only": 0.6, "none": 0.6}
+    r = build_report(write_export(tmp_path / "e", means, n_examples=200, variant_jitter={"full": (0.05, -0.05, 0.0)}),
+                     n_boot=100)
+    head = format_table(r).split("\n\n")[0]
+    assert "minimal detectable effect" in head and ("pretraining seeds" in head or "test examples" in head)
+
+
+def test_a_task_not_learned_is_marked_in_the_tables(tmp_path):
+    r = build_report(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "ner"),
+                                  task_means={"ner": {v: 0.5 for v in SEED_MEANS}}), n_boot=50)
+    assert "ner (not learned at this budget)" in r.to_markdown()
+    assert "not learned at this budget" in format_table(r) and "1 task(s) were not learned" in format_table(r)
+
+
+def test_two_seed_export_prints_no_confident_interval_and_plots_points_not_whiskers(tmp_path):
+    r = build_report(write_export(tmp_path / "e", SEED_MEANS, seeds=(0, 1), jitter=(-0.02, 0.02)), n_boot=50)
     md = r.to_markdown()
     assert "no reliable interval: 2 seeds" in md and "unreliable: 2 pretraining seed(s)" in md
-    assert "positive (p=" not in md
+    assert "positive (" not in md
+    fig = forest_figure(r.contributions)
+    ax = fig.axes[0]
+    whiskers = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 2 and ln.get_ydata()[0] == ln.get_ydata()[1]]
+    assert not whiskers and any(ln.get_marker() == "x" for ln in ax.get_lines())
+    assert any("unreliable (2 seeds)" in t.get_text() for t in ax.texts)
+
+
+def test_search_axes_say_too_few_trials_instead_of_nan(tmp_path):
+    trials = [(0.5, 0.2, 0.15, 0.6, "completed", 100), (1.5, 0.8, 0.3, 0.7, "completed", 100)]
+    s = summarize_search(load_export(write_export(tmp_path / "e", {"full": 0.8, "none": 0.5}, search=trials)).runs)
+    labels = [ax.get_xlabel() for ax in search_figure(s).axes]
+    assert labels and all("too few completed trials" in lab and "nan" not in lab for lab in labels)
+    assert np.isnan(s.spearman.get("mlm_weight", np.nan))
 
 
 def test_bad_export_dir_is_one_line_error(tmp_path, capsys):
