@@ -1,8 +1,8 @@
 """Flags on variants (collapse, worse than none) and the notes they put on contrasts.
 
 ``runs.collapsed`` is authoritative; ``token_cosine`` and ``cls_cosine`` say why (the trainables side
-sets ``collapsed`` when the mean pairwise token cosine exceeds 0.95 or the [CLS] cosine 0.99; the
-thresholds below only pick which of the two to name). "Worse than none" on a task is decided by the
+sets ``collapsed`` when the mean pairwise token or [CLS] cosine exceeds the thresholds in
+``trainables.schema``; here they only pick which of the two to name). "Worse than none" on a task is decided by the
 interval of (variant - none), reliable and entirely below 0, never by the point estimate.
 """
 
@@ -17,8 +17,8 @@ from analysis.bootstrap import Interval
 from analysis.contrasts import ContrastDef
 from analysis.variants import NONE
 
-TOKEN_COSINE_COLLAPSE = 0.95  # as trainables.intrinsic decides ``collapsed``
-CLS_COSINE_COLLAPSE = 0.99
+from trainables.schema import COLLAPSE_CLS_COSINE as CLS_COSINE_COLLAPSE  # noqa: E402
+from trainables.schema import COLLAPSE_TOKEN_COSINE as TOKEN_COSINE_COLLAPSE  # noqa: E402
 
 
 @dataclass(frozen=True)

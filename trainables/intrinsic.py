@@ -23,10 +23,9 @@ from trainables.data.batches import INPUT_FORMATS, layout, to_masked
 from trainables.data.masking import MaskedBatch
 from trainables.data.samples import Samples
 from trainables.data.shards import PreparedCorpus
+from trainables.schema import COLLAPSE_CLS_COSINE, COLLAPSE_TOKEN_COSINE
 
 EVAL_SEED = 99  # the held-out chunks, pairs and masks: the same for every seed and variant
-COLLAPSE_TOKEN_COSINE = 0.95  # above this, token vectors are near-identical: the encoder has collapsed
-COLLAPSE_CLS_COSINE = 0.99  # above this, [CLS] vectors carry almost nothing of their input
 DIAGNOSTICS = (("token_cosine", "mean pairwise cosine of held-out token vectors (1.0 = collapsed)"),
                ("cls_cosine", "mean pairwise cosine of held-out [CLS] vectors (1.0 = collapsed)"),
                ("collapsed", "token or [CLS] vectors near-identical"))

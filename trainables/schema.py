@@ -25,6 +25,9 @@ META_CODE = b"bert_objectives.code_version"
 META_TABLE = b"bert_objectives.table"
 TABLES = ("runs", "evals", "predictions")
 PHASES = ("search", "measure")
+# runs.collapsed: the representation-collapse diagnostic fired (trainables.intrinsic measures, analysis names why)
+COLLAPSE_TOKEN_COSINE = 0.95  # mean pairwise cosine of held-out token vectors above this: near-identical
+COLLAPSE_CLS_COSINE = 0.99  # of [CLS] vectors above this: they carry almost nothing of their input
 STATUSES = ("completed", "stopped_early", "failed")
 
 
@@ -68,7 +71,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("epochs", pa.float64(), "passes over the pretraining corpus", False),
     Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
     # intrinsic metric columns go here (metric_column), one per metric the objectives and diagnostics report
-    Column("collapsed", pa.bool_(), "the collapse diagnostic fired (token or [CLS] vectors near-identical)"),
+    Column("collapsed", pa.bool_(), f"the collapse diagnostic fired: token cosine > {COLLAPSE_TOKEN_COSINE} or "
+           f"[CLS] cosine > {COLLAPSE_CLS_COSINE} (vectors near-identical)"),
     Column("probe_score", pa.float64(), "mean linear-probe dev score of the probe tasks (search trials)"),
     Column("checkpoint", pa.string(), "where the final checkpoint is (local path or s3:// / gs:// URI)", False),
     Column("config_json", pa.string(), "the run's whole configuration as JSON", False),
