@@ -47,6 +47,15 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> Be
     return model
 
 
+def key_padding_mask(config, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The (B, 1, 1, T) mask the attention takes as it is: a 2D mask would make transformers ask the
+    device whether any position is padded (``mask.all()``), a host sync on every padded batch."""
+    mask = attention_mask[:, None, None, :].bool()
+    if config._attn_implementation == "sdpa":
+        return mask  # True: attend
+    return (~mask).to(torch.float32) * torch.finfo(torch.float32).min  # additive, for eager attention
+
+
 def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_mlm: bool = True,
                         need_pair: bool = True) -> PretrainOutputs:
     """The encoder, then the MLM head at the masked positions only and the pair head on the pooled [CLS].
@@ -54,7 +63,7 @@ def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_m
     Nothing here waits on the device: the attention path was decided when the batch was built (length
     bucketing makes most batches unpadded, and without a mask SDPA takes its fused kernel), and the
     masked positions are a fixed-shape (B, P) gather, not a boolean index of data-dependent size."""
-    attention_mask = None if batch.unpadded else batch.attention_mask
+    attention_mask = None if batch.unpadded else key_padding_mask(model.config, batch.attention_mask)
     out = model.bert(input_ids=batch.input_ids, attention_mask=attention_mask, token_type_ids=batch.token_type_ids)
     hidden = out.last_hidden_state  # (B, T, H)
     mlm_logits = None

@@ -24,8 +24,9 @@ def build_adamw(model: torch.nn.Module, *, lr: float, weight_decay: float, warmu
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    fused = all(p.device.type in ("cpu", "cuda") for p in decay + no_decay)  # one kernel where torch has it
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=betas, eps=eps, fused=True)  # one kernel, CPU and CUDA
+                            lr=lr, betas=betas, eps=eps, fused=fused or None, foreach=None if fused else True)
     return opt, get_linear_schedule_with_warmup(opt, warmup_steps, max(total_steps, 1))
 
 
