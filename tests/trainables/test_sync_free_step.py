@@ -16,7 +16,7 @@ from trainables.data.batches import Loader, Position
 from trainables.pretrain import _initial_model, _pretrain_model, build_optimizer, build_pretraining_data, train_step
 
 
-@pytest.mark.parametrize("variant, extra", [("full", ()), ("mlm_only", ()), ("nsp_only", ()), ("mlm_sop", ()),
+@pytest.mark.parametrize("variant, extra", [("full", ()), ("mlm_only", ()), ("nsp_only", ()), ("mlm_sop", ()), ("electra", ()),
                                             ("full", ("optim.grad_accum=2",))])
 def test_no_host_sync_between_log_steps(tmp_path, variant, extra):
     cfg = build_config("smoke", variant, ["data.corpus=synthetic", f"data.cache_dir={tmp_path}",
