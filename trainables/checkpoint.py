@@ -32,6 +32,7 @@ class TrainState(NamedTuple):
     batch: int = 0  # next batch index inside the epoch
     tokens_seen: int = 0
     wall_time_s: float = 0.0
+    flops: float = 0.0  # training FLOPs counted so far (trainables.flops)
 
 
 class RunResult(NamedTuple):

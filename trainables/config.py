@@ -57,6 +57,7 @@ CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
 INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs")  # see trainables.data.batches
 MASKING = ("token", "whole_word")
 DATA_ORDERS = ("per_seed", "fixed")
+BUDGETS = ("steps", "tokens", "flops")
 
 
 def _registry():
@@ -209,6 +210,7 @@ class OptimConfig:
     batch_size: int = 32
     grad_accum: int = 1
     max_steps: int = 800
+    budget: str = "steps"  # steps | tokens | flops: every variant stops at max_steps of full's tokens or FLOPs
     grad_clip: float = 1.0
     phase2_steps: int = 0  # BERT's second phase at a longer sequence length (counted in max_steps)
     phase2_seq_len: int = 512
@@ -223,6 +225,7 @@ class OptimConfig:
         _require(0 <= self.phase2_steps <= self.max_steps,
                  f"optim.phase2_steps={self.phase2_steps} must be in [0, optim.max_steps={self.max_steps}]")
         _require(self.grad_clip >= 0, f"optim.grad_clip={self.grad_clip} must be >= 0 (0 = off)")
+        _choice("optim.budget", self.budget, BUDGETS)
 
 
 @dataclass(frozen=True)

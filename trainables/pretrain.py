@@ -35,6 +35,7 @@ import torch.distributed as dist
 from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
+from trainables.budget import Budget, batch_cost, plan_budget
 from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
                                    write_checkpoint)
 from trainables.config import ConfigError, ExperimentConfig, RunConfig, build_config, data_seed, objective_for_variant
@@ -120,10 +121,13 @@ def _initial_model(cfg: ExperimentConfig, data: PretrainingData) -> BertForPreTr
     return model
 
 
-def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig):
+def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig, total_steps: int | None = None):
+    """AdamW with warmup and linear decay over ``total_steps`` (default ``optim.max_steps``; a token or
+    FLOP budget plans its own)."""
     o = cfg.optim
-    return build_adamw(model, lr=o.lr, weight_decay=o.weight_decay, warmup_steps=int(o.warmup_frac * o.max_steps),
-                       total_steps=o.max_steps, betas=(o.beta1, o.beta2), eps=o.eps)
+    total = o.max_steps if total_steps is None else total_steps
+    return build_adamw(model, lr=o.lr, weight_decay=o.weight_decay, warmup_steps=int(o.warmup_frac * total),
+                       total_steps=total, betas=(o.beta1, o.beta2), eps=o.eps)
 
 
 def _tensorboard(out_dir: Path, cfg: ExperimentConfig, rank: int, logdir: str | None):
@@ -178,28 +182,36 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
     out.mkdir(parents=True, exist_ok=True)
     data = build_pretraining_data(cfg)
+    budget = plan_budget(cfg, data.steps, data.sp.vocab_size) if cfg.objective.variant != "none" else Budget("steps", 0, 0)
     model = _pretrain_model(cfg, _initial_model(cfg, data)).to(dev)
-    opt, sched = build_optimizer(model, cfg)
+    opt, sched = build_optimizer(model, cfg, budget.planned_steps)
     torch.manual_seed(cfg.run.seed)  # dropout draws from torch's generator; saved and restored on resume
     state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
     if state.step:
         log.info("resuming %s at step %d", out, state.step)
     run = _Run(cfg, out, model, opt, sched, data, _tensorboard(out, cfg, rank, tensorboard_dir),
-               report or (lambda metrics, checkpoint_dir=None: None), rank, dev,
-               0 if cfg.objective.variant == "none" else cfg.optim.max_steps)
+               report or (lambda metrics, checkpoint_dir=None: None), rank, dev, budget.planned_steps, budget)
     module = _training_module(model, cfg, world)
     autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     model.train()
-    log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)", cfg.objective.variant,
-             count_parameters(model.bert), run.steps, dev, rank, world)
+    log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)%s", cfg.objective.variant,
+             count_parameters(model.bert), run.steps, dev, rank, world,
+             f", budget {budget.target:.3g} {budget.kind}" if budget.kind != "steps" else "")
     start = Position(state.step, state.phase, state.epoch, state.batch)
-    for pos, batch in Loader(data.steps, start, run.steps, workers=cfg.data.loader_workers, pin=dev.type == "cuda"):
-        t0 = time.perf_counter()
-        tokens = train_step(module, opt, sched, cfg, batch, run.meter, rank, world, dev, autocast)
-        nxt = data.steps.next(pos)
-        state = TrainState(nxt.step, nxt.phase, nxt.epoch, nxt.batch, state.tokens_seen + tokens,
-                           state.wall_time_s + time.perf_counter() - t0)
-        run.end_of_step(state, tokens)
+    active = [get_objective(n) for n in cfg.objective.active]
+    if state.step < budget.cap and not budget.spent(state.step, state.tokens_seen, state.flops):
+        for pos, batch in Loader(data.steps, start, budget.cap, workers=cfg.data.loader_workers,
+                                 pin=dev.type == "cuda"):
+            t0 = time.perf_counter()
+            flops = batch_cost("flops", cfg, active, batch, data.sp.vocab_size)  # host metadata: no sync
+            tokens = train_step(module, opt, sched, cfg, batch, run.meter, rank, world, dev, autocast)
+            nxt = data.steps.next(pos)
+            state = TrainState(nxt.step, nxt.phase, nxt.epoch, nxt.batch, state.tokens_seen + tokens,
+                               state.wall_time_s + time.perf_counter() - t0, state.flops + flops)
+            done = budget.spent(state.step, state.tokens_seen, state.flops)
+            run.end_of_step(state, tokens, last=done)
+            if done:
+                break
     return _finish(run, state)
 
 
@@ -226,10 +238,9 @@ class StepEnd(NamedTuple):
     checkpoint: bool  # resume state written (rank 0)
 
 
-def step_end(step: int, steps: int, run: RunConfig) -> StepEnd:
+def step_end(step: int, last: bool, run: RunConfig) -> StepEnd:
     """Log every ``log_every`` steps and at the last; evaluate and checkpoint on their cadence except
-    at the last step, which ``_finish`` evaluates and checkpoints in full."""
-    last = step == steps
+    at the last step (the budget is spent), which ``_finish`` evaluates and checkpoints in full."""
     return StepEnd(log=step % run.log_every == 0 or last,
                    evaluate=bool(run.eval_every) and step % run.eval_every == 0 and not last,
                    checkpoint=bool(run.checkpoint_every) and step % run.checkpoint_every == 0 and not last)
@@ -250,6 +261,7 @@ class _Run:
     rank: int
     device: torch.device
     steps: int
+    budget: Budget
     meter: dict = dataclasses.field(default_factory=dict)  # losses summed on the device since the last log
     window: list = dataclasses.field(default_factory=lambda: [0, 0, time.perf_counter()])  # tokens, steps, t0
 
@@ -263,8 +275,8 @@ class _Run:
                                      f"({', '.join(f'{k}={v:.4g}' for k, v in losses.items())})")
         return losses
 
-    def end_of_step(self, state: TrainState, tokens: int) -> None:
-        todo = step_end(state.step, self.steps, self.cfg.run)
+    def end_of_step(self, state: TrainState, tokens: int, last: bool) -> None:
+        todo = step_end(state.step, last, self.cfg.run)
         self.window[0] += tokens
         self.window[1] += 1
         metrics: dict = {"step": state.step}
@@ -283,7 +295,7 @@ class _Run:
         ckpt = None
         if todo.checkpoint and self.rank == 0:
             ckpt = str(save_resume_state(self.out, self.model, self.opt, self.sched, state, self.data.tokenizer))
-        if todo.evaluate or ckpt or (todo.log and state.step != self.steps):
+        if todo.evaluate or ckpt or (todo.log and not last):
             self.report(metrics, ckpt)
 
 
@@ -301,12 +313,15 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
         d = run.data
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
                          tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
-                         train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert))
+                         train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert),
+                         train_flops=state.flops, budget=run.budget.kind, budget_target=run.budget.target,
+                         planned_steps=run.budget.planned_steps)
     if run.tb is not None:
         run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.
     run.report({"step": state.step, "tokens_seen": state.tokens_seen, "epoch": result.epochs, "final": 1,
-                "wall_time_s": result.wall_time_s, **as_report(metrics)}, str(run.out) if run.rank == 0 else None)
+                "wall_time_s": result.wall_time_s, "train_flops": state.flops, **as_report(metrics)},
+               str(run.out) if run.rank == 0 else None)
     return result
 
 

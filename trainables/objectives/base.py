@@ -57,6 +57,7 @@ class Objective:
     forward: Callable | None = None
     save: Callable | None = None  # save(module, bert, tokenizer, out_dir, options): extra checkpoints it writes
     intrinsic: Callable | None = None  # (PretrainModel, EvalSets, device) -> {metric: value}, on every variant
+    flops: Callable | None = None  # (model_cfg, options, StepShape, vocab) -> forward FLOPs of its heads (flops.py)
     metrics: tuple[tuple[str, str], ...] = ()  # (name, meaning) of what ``intrinsic`` returns: export columns
     variants: dict[str, Variant] = field(default_factory=dict)
     search: tuple[float, float] = (0.0, 2.0)

@@ -46,6 +46,7 @@ def mlm_metrics(model, sets, device) -> dict[str, float]:
 MLM = Objective(
     "mlm", "masked language modelling: predict the masked tokens", mlm_loss, head="mlm",
     head_params=("cls.predictions.",), masked=True, search=(0.1, 2.0), intrinsic=mlm_metrics,
+    flops=lambda m, o, s, V: 2.0 * s.batch * s.predictions * (m.hidden_size ** 2 + m.hidden_size * V),
     metrics=(("mlm_acc", "held-out MLM accuracy at the fixed 15% evaluation mask, on pair inputs"),
              ("mlm_ppl", "held-out MLM perplexity at the fixed 15% evaluation mask, on pair inputs"),
              ("mlm_acc_single", "held-out MLM accuracy at the fixed 15% evaluation mask, on single segments"),

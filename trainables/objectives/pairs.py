@@ -37,15 +37,19 @@ def _accuracy(fmt: str, name: str):
 
 
 PAIR_HEAD = ("bert.pooler.", "cls.seq_relationship.")
+
+
+def _pair_flops(model_cfg, options, shape, vocab) -> float:
+    return 4.0 * shape.batch * model_cfg.hidden_size  # the two-way head on the pooled [CLS]
 NSP = Objective(
     "nsp", "next sentence prediction: is segment B the continuation of A, or from another document?", pair_loss,
-    head="pair", head_params=PAIR_HEAD, pairs="nsp", intrinsic=_accuracy("nsp_pairs", "pair_acc_nsp"),
+    head="pair", head_params=PAIR_HEAD, pairs="nsp", intrinsic=_accuracy("nsp_pairs", "pair_acc_nsp"), flops=_pair_flops,
     metrics=(("pair_acc_nsp", "held-out NSP accuracy of the pair head (chance 0.5)"),),
     variants={"nsp_only": Variant({"nsp": 1.0}, "nsp_pairs", "NSP alone")},
 )
 SOP = Objective(
     "sop", "sentence order prediction: are segments A and B in their original order?", pair_loss,
-    head="pair", head_params=PAIR_HEAD, pairs="sop", intrinsic=_accuracy("sop_pairs", "pair_acc_sop"),
+    head="pair", head_params=PAIR_HEAD, pairs="sop", intrinsic=_accuracy("sop_pairs", "pair_acc_sop"), flops=_pair_flops,
     metrics=(("pair_acc_sop", "held-out SOP accuracy of the pair head (chance 0.5)"),),
     variants={"sop_only": Variant({"sop": 1.0}, "sop_pairs", "SOP alone"),
               "mlm_sop": Variant({"mlm": 1.0, "sop": 1.0}, "sop_pairs", "ALBERT: MLM + SOP")},

@@ -120,6 +120,19 @@ def rtd_loss(out, batch, options):
                                                                         batch.attention_mask)}
 
 
+def rtd_flops(model_cfg, options, shape, vocab) -> float:
+    """Forward FLOPs of the generator (its encoder at width G, the projection from the shared
+    embeddings, its head at the masked positions) and of the per-token discriminator head."""
+    from trainables.flops import encoder_forward
+
+    H, B, T, P = model_cfg.hidden_size, shape.batch, shape.length, shape.predictions
+    G = max(int(round(H * options["generator_fraction"])), 1)
+    G = (G // max(1, G // 64)) * max(1, G // 64)
+    generator = encoder_forward(B, T, model_cfg.num_layers, G, 4 * G) + 2.0 * B * T * H * G
+    generator += 2.0 * B * P * (G * H + H * vocab)
+    return generator + 2.0 * B * T * (H * H + H)
+
+
 def _save(module: RTDModules, bert, tokenizer, out_dir, options):
     module.generator.save_pretrained(str(out_dir / "generator"))
     tokenizer.save_pretrained(str(out_dir / "generator"))
@@ -160,7 +173,7 @@ def rtd_metrics(model, sets, device) -> dict[str, float]:
 RTD = Objective(
     "rtd", "ELECTRA replaced-token detection: a small generator fills the masks, the encoder spots its tokens",
     rtd_loss, head="own", masked=True, excludes=("mlm",), options=dict(OPTIONS), check=_check, build=_build,
-    corrupt=_corrupt, forward=_forward, save=_save, intrinsic=rtd_metrics, search=(0.1, 2.0),
+    corrupt=_corrupt, forward=_forward, save=_save, intrinsic=rtd_metrics, flops=rtd_flops, search=(0.1, 2.0),
     metrics=(("rtd_acc", "held-out replaced-token detection accuracy (fixed corruption; ELECTRA variants)"),
              ("rtd_auc", "held-out replaced-token detection AUC (fixed corruption; ELECTRA variants)")),
     variants={"electra": Variant({"rtd": 1.0}, "single", "ELECTRA: replaced-token detection with its generator"),
