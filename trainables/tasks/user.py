@@ -8,6 +8,7 @@ the problem.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +20,24 @@ from trainables.tasks.spec import SPLIT_SEED, SPLITS, TaskData, TaskError, TaskS
 SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "test": "test"}
 
 
+def _utf8_text(path: Path) -> str:
+    """The file's text; a one-line TaskError at the first byte that is not UTF-8 (a BOM is dropped)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TaskError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
+                        "re-encode it as UTF-8") from None
+    return text.removeprefix("\ufeff")
+
+
 def _read_table(path: Path) -> list[dict]:
     import pandas as pd
 
     try:
         if path.suffix == ".csv":
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+            frame = pd.read_csv(io.StringIO(_utf8_text(path)), dtype=str, keep_default_na=False)
         elif path.suffix in (".jsonl", ".json"):
-            frame = pd.read_json(path, lines=path.suffix == ".jsonl", dtype=False)
+            frame = pd.read_json(io.StringIO(_utf8_text(path)), lines=path.suffix == ".jsonl", dtype=False)
         elif path.suffix == ".parquet":
             frame = pd.read_parquet(path)
         else:
