@@ -2,8 +2,12 @@
 label column that can teach something. Every fixture is written in ``tmp_path``."""
 
 import json
+import logging
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from trainables.tasks import TaskError, load_user_task
@@ -38,3 +42,143 @@ def test_a_utf8_bom_and_non_ascii_text_still_load(tmp_path):
     data = load_user_task(path, "single")
     assert data.spec.labels == ("a", "b")
     assert all(r["text"].startswith("café") for s in ("train", "dev", "test") for r in data[s])
+
+
+# ---------------------------------------------------------------- a value in every row
+
+def pair_csv_with_holes(path, n=300, n_no_text_b=43, n_no_label=33, seed=0):
+    """A pair CSV whose rows miss ``text_b`` (empty cell) or ``label`` (empty cell) at random, disjoint rows."""
+    rng = np.random.default_rng(seed)
+    holes = rng.permutation(n)[:n_no_text_b + n_no_label]
+    no_text_b, no_label = set(holes[:n_no_text_b].tolist()), set(holes[n_no_text_b:].tolist())
+    frame = pd.DataFrame({"text_a": [f"the cat sat {i}" for i in range(n)],
+                          "text_b": ["" if i in no_text_b else f"a cat sat {i}" for i in range(n)],
+                          "label": ["" if i in no_label else str(i % 2) for i in range(n)]})
+    frame.to_csv(path, index=False)
+    return no_text_b, no_label
+
+
+def all_rows(data):
+    return [r for s in ("train", "dev", "test") for r in data[s]]
+
+
+def test_missing_values_in_any_row_are_an_error_naming_row_and_column(tmp_path):
+    path = tmp_path / "pairs.csv"
+    no_text_b, no_label = pair_csv_with_holes(path)
+    first = min(no_text_b | no_label)
+    column = "text_b" if first in no_text_b else "label"
+    message = one_line_error(load_user_task, path, "pair")
+    assert message == f"{path}: row {first + 1} column {column!r} has no value (empty)"
+
+
+def test_drop_removes_exactly_the_bad_rows_and_logs_their_count(tmp_path, caplog):
+    path = tmp_path / "pairs.csv"
+    no_text_b, no_label = pair_csv_with_holes(path)
+    caplog.set_level(logging.WARNING, logger="trainables.tasks.user")
+    data = load_user_task(path, "pair", bad_rows="drop")
+    rows = all_rows(data)
+    assert len(rows) == 300 - 76
+    assert {int(r["id"]) for r in rows} == set(range(300)) - no_text_b - no_label  # ids stay file indices
+    assert data.spec.labels == ("0", "1") and {r["label"] for r in rows} == {"0", "1"}
+    assert all(r["text_b"].strip() and r["text_b"] != "nan" for r in rows)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith(f"{path}: dropped 76 of 300 rows")
+    assert "\n" not in warnings[0]
+
+
+def _write(path, rows):
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN is written as the literal NaN
+    elif path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:
+        pd.DataFrame(rows).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("suffix,value,why", [
+    (".jsonl", "absent", "absent"), (".jsonl", None, "null"), (".jsonl", float("nan"), "NaN"),
+    (".jsonl", " \t ", "empty"), (".parquet", None, "null"), (".csv", "", "empty"), (".csv", "   ", "empty"),
+])
+@pytest.mark.parametrize("column", ["text", "label"])
+def test_every_form_of_missing_is_caught_in_every_format(tmp_path, suffix, value, why, column):
+    rows = [{"text": f"text {i}", "label": "ab"[i % 2]} for i in range(12)]
+    if value == "absent":
+        del rows[7][column]
+    else:
+        rows[7][column] = value
+    path = tmp_path / f"holes{suffix}"
+    _write(path, rows)
+    assert one_line_error(load_user_task, path, "single") == f"{path}: row 8 column {column!r} has no value ({why})"
+    kept = all_rows(load_user_task(path, "single", bad_rows="drop"))
+    assert len(kept) == 11 and "7" not in {r["id"] for r in kept}
+    assert not {r[column] for r in kept} & {"", "nan", "None", "<NA>"}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_an_int_label_column_with_a_null_keeps_its_label_names(tmp_path, suffix):
+    rows = [{"text": f"text {i}", "label": i % 2} for i in range(12)]
+    rows[3]["label"] = None  # pandas would turn the whole column into 0.0 / 1.0
+    path = tmp_path / f"ints{suffix}"
+    _write(path, rows)
+    data = load_user_task(path, "single", bad_rows="drop")
+    assert data.spec.labels == ("0", "1")
+
+
+def test_tagging_rows_need_tokens_and_a_value_for_every_tag(tmp_path):
+    good = {"tokens": ["John", "went", "home"], "tags": ["B-PER", "O", "O"]}
+    path = tmp_path / "tags.jsonl"
+    empty, item = "has no value (an empty list)", "has no value at position 2"
+    for bad, message in [({"tokens": [], "tags": []}, f"row 4 column 'tokens' {empty}"),
+                         ({"tokens": "[]", "tags": "[]"}, f"row 4 column 'tokens' {empty}"),
+                         ({"tokens": ["a", "b"], "tags": ["O", None]}, f"row 4 column 'tags' {item}"),
+                         ({"tokens": ["a", " "], "tags": ["O", "O"]}, f"row 4 column 'tokens' {item}")]:
+        _write(path, [good] * 3 + [bad] + [good] * 6)
+        assert one_line_error(load_user_task, path, "tagging").startswith(f"{path}: {message}")
+        assert len(all_rows(load_user_task(path, "tagging", bad_rows="drop"))) == 9
+
+
+def test_a_split_column_needs_a_value_in_every_row(tmp_path):
+    path = tmp_path / "s.csv"
+    splits = ["train"] * 6 + ["dev", "", "test", "test"]
+    frame = pd.DataFrame({"text": [f"t{i}" for i in range(10)], "label": list("ab" * 5), "split": splits})
+    frame.to_csv(path, index=False)
+    assert one_line_error(load_user_task, path, "single") == f"{path}: row 8 column 'split' has no value (empty)"
+    data = load_user_task(path, "single", bad_rows="drop")
+    assert [len(data[s]) for s in ("train", "dev", "test")] == [6, 1, 2]
+
+
+def test_a_split_folder_drops_and_counts_per_file(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="trainables.tasks.user")
+    for split, holes in (("train", 2), ("dev", 0), ("test", 1)):
+        rows = [{"text": f"{split} {i}", "label": "ab"[i % 2]} for i in range(8)]
+        for i in range(holes):
+            rows[i]["label"] = ""
+        _write(tmp_path / f"{split}.csv", rows)
+    data = load_user_task(tmp_path, "single", bad_rows="drop")
+    assert [len(data[s]) for s in ("train", "dev", "test")] == [6, 8, 7]
+    warnings = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert [w.split(": dropped ")[1].split(" rows")[0] for w in warnings] == ["1 of 8", "2 of 8"]
+    assert warnings[0].startswith(str(tmp_path / "test.csv")) and warnings[1].startswith(str(tmp_path / "train.csv"))
+
+
+def test_rows_the_task_type_rejects_are_dropped_too_and_all_bad_is_an_error(tmp_path):
+    ctx = "The tower was built in 1889."
+    good = {"context": ctx, "question": "When?", "answers": {"text": ["1889"], "answer_start": [ctx.index("1889")]}}
+    misplaced = dict(good, answers={"text": ["1889"], "answer_start": [0]})
+    path = tmp_path / "qa.jsonl"
+    _write(path, [good] * 9 + [misplaced])
+    assert "row 10 answer '1889' is not at answer_start=0" in one_line_error(load_user_task, path, "qa")
+    assert len(all_rows(load_user_task(path, "qa", bad_rows="drop"))) == 9
+    _write(path, [dict(good, question="")] * 5)
+    message = one_line_error(load_user_task, path, "qa", bad_rows="drop")
+    assert message == f"{path}: all 5 rows are bad (the first: row 1 column 'question' has no value (empty))"
+
+
+def test_bad_rows_option_and_bad_json_lines_are_one_line_errors(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"text": "a", "label": "x"}\n\n{"text": "b", "label": \n')
+    assert one_line_error(load_user_task, path, "single") == f"{path}: line 3 is not valid JSON (Expecting value)"
+    path.write_text('{"text": "a", "label": "x"}\n["b", "y"]\n')
+    assert "line 2 holds a JSON list, not an object" in one_line_error(load_user_task, path, "single")
+    assert one_line_error(load_user_task, path, "single", bad_rows="skip") == \
+        f"{path}: bad_rows 'skip' is not valid; allowed: error, drop"
