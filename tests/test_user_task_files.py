@@ -182,3 +182,45 @@ def test_bad_rows_option_and_bad_json_lines_are_one_line_errors(tmp_path):
     assert "line 2 holds a JSON list, not an object" in one_line_error(load_user_task, path, "single")
     assert one_line_error(load_user_task, path, "single", bad_rows="skip") == \
         f"{path}: bad_rows 'skip' is not valid; allowed: error, drop"
+
+
+# ---------------------------------------------------------------- a label column that can teach something
+
+def single_class_message(path, column, label, kind):
+    return f"{path}: column {column!r} has one label only ({label!r}) across the train rows; a {kind!r} task " \
+        "needs at least two"
+
+
+@pytest.mark.parametrize("kind", ["single", "pair"])
+def test_a_single_class_file_is_refused_naming_column_and_label(tmp_path, kind):
+    texts = {"text": [f"a fine film {i}" for i in range(30)]} if kind == "single" else \
+        {"text_a": [f"a {i}" for i in range(30)], "text_b": [f"b {i}" for i in range(30)]}
+    path = tmp_path / "one.csv"
+    pd.DataFrame({**texts, "label": ["pos"] * 30}).to_csv(path, index=False)
+    assert one_line_error(load_user_task, path, kind) == single_class_message(path, "label", "pos", kind)
+    assert one_line_error(load_user_task, path, kind, labels=("neg", "pos")) == \
+        single_class_message(path, "label", "pos", kind)  # declaring a second label does not teach it
+
+
+def test_a_single_tag_overall_is_refused_even_with_varied_rows(tmp_path):
+    path = tmp_path / "tags.jsonl"
+    _write(path, [{"tokens": ["w"] * (1 + i % 4), "tags": ["O"] * (1 + i % 4)} for i in range(12)])
+    assert one_line_error(load_user_task, path, "tagging") == single_class_message(path, "tags", "O", "tagging")
+
+
+def test_a_single_train_class_is_refused_in_split_folders_and_split_columns(tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for split, labels in (("train", "aaaa"), ("dev", "ab"), ("test", "ab")):
+        _write(folder / f"{split}.csv", [{"text": f"{split} {i}", "label": x} for i, x in enumerate(labels)])
+    # dev/test hold 'b', which train never shows: that is named first, as a label the train rows lack
+    message = one_line_error(load_user_task, folder, "single")
+    assert message.startswith(f"{folder}: dev row '1' has label 'b' not in the train rows' labels ['a']")
+    for split in ("dev", "test"):
+        _write(folder / f"{split}.csv", [{"text": f"{split} {i}", "label": "a"} for i in range(2)])
+    assert one_line_error(load_user_task, folder, "single") == single_class_message(folder, "label", "a", "single")
+    path = tmp_path / "s.csv"
+    _write(path, [{"text": f"t{i}", "label": "ab"[i > 5], "split": "train" if i < 6 else "test"} for i in range(9)]
+           + [{"text": "d", "label": "b", "split": "dev"}])
+    assert one_line_error(load_user_task, path, "single", labels=("a", "b")) == \
+        single_class_message(path, "label", "a", "single")  # every label declared, but train holds only 'a'

@@ -10,8 +10,9 @@ an absent key, a null, a NaN or blank text (a CSV's empty cell) is missing; then
 and checks the row (``trainables.task_types``; a tagging row needs at least one token). Rows are
 numbered from 1 in file order, not counting a CSV's header or a JSONL's blank lines. A bad row is an
 error, or with ``bad_rows="drop"`` it is dropped and the drops are counted in one warning per file.
-The dev/test labels must be among the declared (or train) ones. Every error is a ``TaskError`` of one
-line naming the file and the problem.
+The dev/test labels must be among the declared (or train) ones, and the train rows must hold at
+least two (one class trains a constant that scores 1.0; QA has no labels). Every error is a
+``TaskError`` of one line naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -162,18 +163,27 @@ def _split_user_rows(tagged: list[tuple[str | None, dict]], path: Path) -> dict[
 
 
 def _check_labels(splits: dict[str, list[dict]], kind: str, labels: tuple[str, ...], source: str) -> tuple[str, ...]:
-    get = get_task_type(kind).labels_of
+    """The label set (declared, or the train rows'), with every row's labels in it and at least two
+    labels seen in train: one class trains a constant classifier that scores 1.0 on its own test rows."""
+    task_type = get_task_type(kind)
+    get = task_type.labels_of
     if get is None:
         return ()
-    if not labels:
-        labels = tuple(sorted({x for r in splits["train"] for x in get(r)}))
+    seen = sorted({x for r in splits["train"] for x in get(r)})
+    declared = bool(labels)
+    labels = labels or tuple(seen)
     allowed = set(labels)
     for split, rows in splits.items():
         for r in rows:
             bad = [x for x in get(r) if x not in allowed]
             if bad:
-                raise TaskError(f"{source}: {split} row {r['id']!r} has label {bad[0]!r} not in the declared set "
+                where = "the declared set" if declared else "the train rows' labels"
+                raise TaskError(f"{source}: {split} row {r['id']!r} has label {bad[0]!r} not in {where} "
                                 f"{sorted(allowed)}")
+    if len(seen) < 2:  # the label column is a labelled type's last column (label, tags)
+        only = repr(seen[0]) if seen else "none"
+        raise TaskError(f"{source}: column {task_type.columns[-1]!r} has one label only ({only}) across the train "
+                        f"rows; a {kind!r} task needs at least two")
     return labels
 
 
