@@ -224,3 +224,21 @@ def test_a_single_train_class_is_refused_in_split_folders_and_split_columns(tmp_
            + [{"text": "d", "label": "b", "split": "dev"}])
     assert one_line_error(load_user_task, path, "single", labels=("a", "b")) == \
         single_class_message(path, "label", "a", "single")  # every label declared, but train holds only 'a'
+
+
+# ---------------------------------------------------------------- the fine-tuning command line
+
+def test_cli_bad_rows_errors_by_default_and_drops_on_request(tmp_path, capsys):
+    from trainables.finetune.__main__ import _parser, _user_tasks, main
+
+    path = tmp_path / "pairs.csv"
+    no_text_b, no_label = pair_csv_with_holes(path)
+    argv = ["--checkpoint", str(tmp_path / "unused"), "--task-file", str(path), "--task-type", "pair",
+            "--preset", "smoke", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}: row {min(no_text_b | no_label) + 1} column ") and "\n" not in err
+    (data,) = _user_tasks(_parser().parse_args(argv + ["--bad-rows", "drop"]))
+    assert len(all_rows(data)) == 300 - len(no_text_b) - len(no_label) and data.spec.labels == ("0", "1")
+    with pytest.raises(SystemExit):
+        _parser().parse_args(argv + ["--bad-rows", "skip"])
