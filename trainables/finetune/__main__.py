@@ -15,6 +15,7 @@ from trainables.finetune.api import run_finetuning, write_tables
 from trainables.task_types import TASK_TYPES
 from trainables.tasks import TaskData, TaskError, load_hub_task, load_user_task, resolve_tasks, task_registry
 from trainables.tasks import with_labels_from_train
+from trainables.tasks.user import BAD_ROWS
 
 
 def _list_tasks(as_json: bool) -> None:
@@ -42,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task-file", action="append", default=[], help="a user task file (CSV/JSONL/Parquet) or folder")
     p.add_argument("--task-type", action="append", default=[], help=f"{' | '.join(TASK_TYPES)}, per --task-file")
     p.add_argument("--task-name", action="append", default=[], help="name of each --task-file task (default: stem)")
+    p.add_argument("--bad-rows", choices=BAD_ROWS, default="error",
+                   help="a --task-file row with a missing or invalid value: error (default) or drop it and count")
     p.add_argument("--task-data", action="append", default=[], metavar="NAME=DIR",
                    help="run benchmark NAME from local files in the hub's schema (DIR holds train.*, validation.*, ...)")
     p.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cfg.run.device)")
@@ -56,7 +59,7 @@ def _user_tasks(args) -> list[TaskData]:
         raise TaskError(f"give one --task-type per --task-file ({len(args.task_file)} files, "
                         f"{len(args.task_type)} types)")
     names = args.task_name + [None] * (len(args.task_file) - len(args.task_name))
-    loaded = [load_user_task(f, t, n) for f, t, n in zip(args.task_file, args.task_type, names)]
+    loaded = [load_user_task(f, t, n, bad_rows=args.bad_rows) for f, t, n in zip(args.task_file, args.task_type, names)]
     for item in args.task_data:
         name, sep, folder = item.partition("=")
         if not sep:

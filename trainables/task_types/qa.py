@@ -22,17 +22,21 @@ QA_TOP_N = 20  # start/end candidates considered per window when decoding spans
 
 
 def parse_answers(value: Any, path: Path, i: int) -> dict:
+    """``{"text": [...], "answer_start": [...]}`` (a dict or its JSON); errors name the 1-based row."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise TaskError(f"{path}: row {i} column 'answers' is not JSON") from None
+            raise TaskError(f"{path}: row {i + 1} column 'answers' is not JSON") from None
     if not isinstance(value, dict) or "text" not in value or "answer_start" not in value:
-        raise TaskError(f"{path}: row {i} column 'answers' must be {{'text': [...], 'answer_start': [...]}}")
+        raise TaskError(f"{path}: row {i + 1} column 'answers' must be {{'text': [...], 'answer_start': [...]}}")
     texts = [str(t) for t in list(value["text"])]
-    starts = [int(s) for s in list(value["answer_start"])]
+    try:
+        starts = [int(s) for s in list(value["answer_start"])]
+    except (TypeError, ValueError):
+        raise TaskError(f"{path}: row {i + 1} 'answers' answer_start must be whole numbers") from None
     if not texts or len(texts) != len(starts):
-        raise TaskError(f"{path}: row {i} 'answers' needs as many texts as answer_start values (at least one)")
+        raise TaskError(f"{path}: row {i + 1} 'answers' needs as many texts as answer_start values (at least one)")
     return {"text": texts, "answer_start": starts}
 
 
@@ -41,7 +45,7 @@ def parse_row(raw: dict, path: Path, i: int) -> dict:
            "answers": parse_answers(raw["answers"], path, i)}
     for text, start in zip(row["answers"]["text"], row["answers"]["answer_start"]):
         if row["context"][start:start + len(text)] != text:
-            raise TaskError(f"{path}: row {i} answer {text!r} is not at answer_start={start} in the context")
+            raise TaskError(f"{path}: row {i + 1} answer {text!r} is not at answer_start={start} in the context")
     return row
 
 

@@ -9,6 +9,7 @@ first-sub-word states of every word.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +18,40 @@ import numpy as np
 from trainables.task_types.base import Encoded, Probe, TaskError, TaskType, features
 
 
+def _no_value(item: Any) -> bool:
+    return item is None or (isinstance(item, float) and math.isnan(item)) or not str(item).strip()
+
+
 def as_list(value: Any, path: Path, column: str, i: int) -> list[str]:
-    """A JSON list, a space-separated string or an array -> list of strings (one-line TaskError)."""
+    """A JSON list, a space-separated string or an array -> list of strings (one-line TaskError naming
+    the 1-based row; ``i`` is the 0-based index). A null or blank item is an error, not the text 'None'."""
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
             try:
                 value = json.loads(text)
             except json.JSONDecodeError:
-                raise TaskError(f"{path}: row {i} column {column!r} is not a valid JSON list") from None
+                raise TaskError(f"{path}: row {i + 1} column {column!r} is not a valid JSON list") from None
         else:
             value = text.split()
     if hasattr(value, "tolist"):
         value = value.tolist()
     if not isinstance(value, list):
-        raise TaskError(f"{path}: row {i} column {column!r} must be a list (JSON list or space-separated)")
+        raise TaskError(f"{path}: row {i + 1} column {column!r} must be a list (JSON list or space-separated)")
+    blank = [k for k, v in enumerate(value) if _no_value(v)]
+    if blank:
+        raise TaskError(f"{path}: row {i + 1} column {column!r} has no value at position {blank[0] + 1} "
+                        f"(item {value[blank[0]]!r})")
     return [str(v) for v in value]
 
 
 def parse_row(raw: dict, path: Path, i: int) -> dict:
     row = {"id": str(raw.get("id", i)), "tokens": as_list(raw["tokens"], path, "tokens", i),
            "tags": as_list(raw["tags"], path, "tags", i)}
+    if not row["tokens"]:
+        raise TaskError(f"{path}: row {i + 1} column 'tokens' has no value (an empty list)")
     if len(row["tokens"]) != len(row["tags"]):
-        raise TaskError(f"{path}: row {i} has {len(row['tokens'])} tokens but {len(row['tags'])} tags")
+        raise TaskError(f"{path}: row {i + 1} has {len(row['tokens'])} tokens but {len(row['tags'])} tags")
     return row
 
 
