@@ -56,6 +56,8 @@ class Budget:
     steps: float
     pretrain_seeds: int
     finetune_seeds: int
+    kind: str = "steps"  # optim.budget the runs shared: steps | tokens | flops
+    flops: dict = field(default_factory=dict)  # variant -> mean training FLOPs per run (when recorded)
 
 
 @dataclass(frozen=True)
@@ -213,8 +215,13 @@ def _budget(done: pd.DataFrame, evals: pd.DataFrame, seeds, variants) -> tuple[B
             for c in ("epochs", "tokens_seen", "steps")}
     by = done.groupby("variant")["epochs"].mean() if "epochs" in done.columns else {}
     epochs = {v: float(by[v]) for v in variants if v in by}
-    return Budget(mean["epochs"], mean["tokens_seen"], mean["steps"], len(seeds),
-                  int(evals["finetune_seed"].nunique())), epochs
+    kinds = sorted(set(pre["budget"].dropna())) if "budget" in pre.columns else []
+    flops = {}
+    if "train_flops" in pre.columns:
+        by_flops = pre.groupby("variant")["train_flops"].mean()
+        flops = {v: float(by_flops[v]) for v in variants if v in by_flops and np.isfinite(by_flops[v])}
+    return Budget(mean["epochs"], mean["tokens_seen"], mean["steps"], len(seeds), int(evals["finetune_seed"].nunique()),
+                  "/".join(kinds) or "steps", flops), epochs
 
 
 def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[ContrastEstimate]:

@@ -31,9 +31,23 @@ def _budget(c: Contributions) -> str:
         cost.append(f"{b.tokens / 1e6:.3g} M tokens")
     each = f" for {' ('.join(cost)}{')' if len(cost) > 1 else ''} each" if cost else ""
     n_var = sum(v != "none" for v in c.variants)
-    return (f"This run pretrained {n_var} variant(s){each}, with {b.pretrain_seeds} pretraining seed(s) x "
+    equal = {"steps": "equal steps", "tokens": "equal tokens", "flops": "equal training FLOPs"}.get(b.kind, b.kind)
+    text = (f"This run pretrained {n_var} variant(s){each} at {equal}, with {b.pretrain_seeds} pretraining seed(s) x "
             f"{b.finetune_seeds} fine-tuning seed(s), and compared them with no pretraining (none) on "
             f"{len(c.tasks)} task row(s).")
+    spread = compute_spread(b.flops)
+    if spread:
+        text += f" Their compute differs ({spread}): see gains per unit of compute."
+    return text
+
+
+def compute_spread(flops: dict[str, float], tolerance: float = 0.05) -> str:
+    """'electra 1.31x, mlm_only 0.99x full's FLOPs' when the variants' FLOPs differ by more than ``tolerance``."""
+    ref = flops.get("full") or (max(flops.values()) if flops else 0.0)
+    if not ref or not flops or (max(flops.values()) - min(flops.values())) <= tolerance * ref:
+        return ""
+    name = "full's" if "full" in flops else "the largest"
+    return ", ".join(f"{v} {f / ref:.2f}x" for v, f in flops.items() if v != "full") + f" {name} training FLOPs"
 
 
 def _said(c: Contributions, done: list[ContrastEstimate]) -> str:

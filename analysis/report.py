@@ -158,6 +158,28 @@ def _decompositions(c: Contributions) -> list[str]:
             "bridges them (the parts add up exactly; each has its own interval).", ""] + lines + [""] if lines else []
 
 
+def _compute_section(c: Contributions) -> list[str]:
+    """Gain over none per unit of pretraining compute, when the variants' FLOPs differ."""
+    from analysis.headline import compute_spread
+
+    flops = c.budget.flops if c.budget is not None else {}
+    if not compute_spread(flops):
+        return []
+    rows = []
+    for e in c.contrasts:
+        if e.contrast.family != "vs_none":
+            continue
+        v = next(iter(e.contrast.weights))
+        if v in flops and flops[v] > 0:
+            pf = flops[v] / 1e15
+            iv = e.interval
+            rows.append([e.task, v, f"{pf:.3g}", f"{iv.estimate / pf:+.4g} [{iv.lo / pf:+.4g}, {iv.hi / pf:+.4g}]"])
+    return ["## Gains per unit of compute", "", "Training FLOPs differ between variants "
+            f"({compute_spread(flops)}; budget: {c.budget.kind}); the gain over none divided by each variant's "
+            "pretraining PFLOPs (the interval scales with it).", ""] + _md_table(
+        ["task", "variant", "PFLOPs per run", "gain over none per PFLOP"], rows) + [""]
+
+
 def _markdown(r: Report) -> list[str]:
     c = r.contributions
     out = [f"# Objective contributions: {r.export_dir}", ""] + [" ".join(headline(c)), ""]
@@ -175,7 +197,7 @@ def _markdown(r: Report) -> list[str]:
     if not c.tasks:
         return out + ["No completed measure runs with evaluations: nothing to estimate."]
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
-    out += _contrast_sections(c) + _decompositions(c)
+    out += _contrast_sections(c) + _decompositions(c) + _compute_section(c)
     if c.flags:
         out += ["## Flags", ""] + [f"- {f.variant}{' on ' + f.task if f.task else ''}: {f.reason}"
                                    for f in c.flags] + [""]

@@ -43,6 +43,7 @@ class RunResult(NamedTuple):
     epochs: float
     wall_time_s: float
     metrics: dict[str, float]  # intrinsic metrics (trainables.intrinsic)
+    train_flops: float = 0.0
 
 
 def code_version() -> str:
@@ -117,6 +118,7 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
     run = {"status": result.status, "config": cfg.to_dict(), "code_version": code_version(), "steps": result.steps,
            "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
            "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,
+           "train_flops": result.train_flops,
            "intrinsic": dict(result.metrics), **record}
     tmp = out / "run.json.tmp"
     tmp.write_text(json.dumps(run, indent=2, sort_keys=True))
@@ -133,7 +135,7 @@ def finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
     if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
         return None
     return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
-                     dict(run["intrinsic"]))
+                     dict(run["intrinsic"]), run.get("train_flops", 0.0))
 
 
 def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:

@@ -307,14 +307,14 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
     """Final intrinsic evaluation, the checkpoint and run.json (rank 0), and the final report."""
     metrics = evaluate_intrinsic(run.model, run.data.eval_sets, run.device)
     result = RunResult(str(run.out), "completed", state.step, state.tokens_seen,
-                       run.data.steps.epochs_made(state_position(state)), state.wall_time_s, metrics)
+                       run.data.steps.epochs_made(state_position(state)), state.wall_time_s, metrics, state.flops)
     if run.rank == 0:
         _log_scalars(run.tb, as_report(metrics), state.step)
         d = run.data
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
                          tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
                          train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert),
-                         train_flops=state.flops, budget=run.budget.kind, budget_target=run.budget.target,
+                         budget=run.budget.kind, budget_target=run.budget.target,
                          planned_steps=run.budget.planned_steps)
     if run.tb is not None:
         run.tb.close()

@@ -69,6 +69,9 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("steps", pa.int64(), "optimizer steps trained", False),
     Column("tokens_seen", pa.int64(), "real (non-padding) tokens trained on", False),
     Column("epochs", pa.float64(), "passes over the pretraining corpus", False),
+    Column("budget", pa.string(), "what the run could spend (optim.budget): steps | tokens | flops (then every "
+           "variant spent what full spends in optim.max_steps)", False),
+    Column("train_flops", pa.float64(), "training FLOPs spent (trainables.flops: matmuls, forward + backward)", False),
     Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
     # intrinsic metric columns go here (metric_column), one per metric the objectives and diagnostics report
     Column("collapsed", pa.bool_(), f"the collapse diagnostic fired: token cosine > {COLLAPSE_TOKEN_COSINE} or "

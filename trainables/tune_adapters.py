@@ -138,6 +138,7 @@ def _train_worker(config: dict[str, Any]) -> None:
 def _report_finished(report, result, out_dir: Path) -> None:
     """A restored, already finished run: report its result once more so the trial ends completed."""
     report({"step": result.steps, "tokens_seen": result.tokens_seen, "epoch": result.epochs, "final": 1,
+            "train_flops": result.train_flops,
             "wall_time_s": result.wall_time_s, **as_report(result.metrics)}, str(out_dir))
 
 

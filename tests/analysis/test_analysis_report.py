@@ -87,3 +87,20 @@ def test_search_axes_say_too_few_trials_instead_of_nan(tmp_path):
 def test_bad_export_dir_is_one_line_error(tmp_path, capsys):
     assert main([str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_budget_kind_is_stated_and_unequal_compute_gets_gains_per_unit(tmp_path):
+    import pandas as pd
+
+    root = write_export(tmp_path / "e", SEED_MEANS)
+    runs = pd.read_parquet(root / "runs.parquet")
+    runs["budget"] = "steps"
+    runs["train_flops"] = runs["variant"].map({"full": 1e15, "mlm_only": 1e15, "mlm_pairs": 1e15, "nsp_only": 1e15,
+                                               "none": 0.0}).astype(float)
+    runs.to_parquet(root / "runs.parquet")
+    equal = build_report(root, n_boot=200).to_markdown()
+    assert "at equal steps" in equal and "Gains per unit of compute" not in equal
+    runs.loc[runs.variant == "mlm_only", "train_flops"] = 2e15
+    runs.to_parquet(root / "runs.parquet")
+    unequal = build_report(root, n_boot=200).to_markdown()
+    assert "mlm_only 2.00x full's training FLOPs" in unequal and "## Gains per unit of compute" in unequal

@@ -1,0 +1,49 @@
+"""The FLOPs formula against PyTorch's own count of what a step computes, and budgets at equal compute."""
+
+import json
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from trainables.config import build_config
+from trainables.data.batches import Position
+from trainables.flops import shape_of, step_flops
+from trainables.objectives import get_objective, total_loss
+from trainables.pretrain import _initial_model, _pretrain_model, build_pretraining_data, run_pretraining
+
+
+def _cfg(tmp_path, variant, *extra):
+    return build_config("smoke", variant, ["data.corpus=synthetic", f"data.cache_dir={tmp_path / 'c'}",
+                                           "run.tensorboard=false", *extra])
+
+
+@pytest.mark.parametrize("variant", ["full", "mlm_only", "nsp_only", "mlm_pairs", "electra", "electra_nsp"])
+def test_step_flops_equal_pytorchs_count_of_forward_and_backward(tmp_path, variant):
+    cfg = _cfg(tmp_path, variant, "model.hidden_size=64", "model.intermediate_size=256")
+    data = build_pretraining_data(cfg)
+    model = _pretrain_model(cfg, _initial_model(cfg, data))
+    batch = data.steps.batch(Position(0, 0, 0, 0))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss, _ = total_loss(model(batch), batch, cfg.objective.weights, cfg.objective.options)
+        loss.backward()
+    ours = step_flops(cfg.model, [get_objective(n) for n in cfg.objective.active], cfg.objective.options,
+                      shape_of(batch), data.sp.vocab_size)
+    assert ours == pytest.approx(counter.get_total_flops(), rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["flops", "tokens"])
+def test_every_variant_spends_the_same_budget_within_one_step(tmp_path, kind):
+    runs = {}
+    for v in ("full", "mlm_only", "electra"):
+        run_pretraining(_cfg(tmp_path, v, f"optim.budget={kind}", "optim.max_steps=12"), tmp_path / v)
+        runs[v] = json.loads((tmp_path / v / "run.json").read_text())
+    target = runs["full"]["budget_target"]
+    assert {r["budget_target"] for r in runs.values()} == {target}
+    for v, r in runs.items():
+        spent = r["train_flops"] if kind == "flops" else r["tokens_seen"]
+        per_step = spent / r["steps"]  # batch lengths vary (bucketing): one step may cost twice the mean
+        assert target <= spent < target + 2 * per_step, (v, spent, target)  # reached, and within one step
+    if kind == "flops":
+        assert runs["electra"]["train_flops"] / runs["electra"]["steps"] > runs["full"]["train_flops"] / runs["full"]["steps"]
