@@ -47,7 +47,8 @@ def compute_spread(flops: dict[str, float], tolerance: float = 0.05) -> str:
     if not ref or not flops or (max(flops.values()) - min(flops.values())) <= tolerance * ref:
         return ""
     name = "full's" if "full" in flops else "the largest"
-    return ", ".join(f"{v} {f / ref:.2f}x" for v, f in flops.items() if v != "full") + f" {name} training FLOPs"
+    differ = [f"{v} {f / ref:.2f}x" for v, f in flops.items() if v != "full" and abs(f / ref - 1) > tolerance]
+    return ", ".join(differ) + f" {name} training FLOPs"
 
 
 def _said(c: Contributions, done: list[ContrastEstimate]) -> str:
