@@ -4,7 +4,8 @@ The schema is ``trainables.schema``, the one definition the sweeps write with: o
 pretraining run, one per (run, task, fine-tuning seed, metric), one per predicted test example.
 ``predictions.parquet`` may be absent (estimates then fall back to the stored eval values, with
 intervals over pretraining seeds only). A file whose schema version is newer than this code's is
-refused with one line; older versions are read (renamed columns are renamed on reading).
+refused with one line; older versions are read (renamed columns are renamed on reading). Eval rows of
+fine-tuning learning rates that were not chosen on dev (``selected`` false) are left out here.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def check_export(export: Export) -> Export:
             raise ExportError(f"runs.parquet column {col!r} has {bad}; allowed: {list(allowed)}")
     runs = export.runs.assign(collapsed=export.runs["collapsed"].fillna(False).astype(bool))
     evals = export.evals.assign(is_primary=export.evals["is_primary"].fillna(False).astype(bool))
+    if "selected" in evals.columns:  # fine-tuning rates not chosen on dev: in the file, not in the estimates
+        evals = evals[evals["selected"].fillna(True).astype(bool)]
     return Export(runs, evals, export.predictions)
 
 

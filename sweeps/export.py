@@ -82,6 +82,13 @@ def finetune_tables(grid) -> tuple[list[pa.Table], list[pa.Table], int]:
     return evals, preds, failed
 
 
+def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """A trial's table in the current schema (columns a trial wrote before a schema change are filled)."""
+    cols = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
+            for f in target]
+    return pa.Table.from_arrays(cols, schema=target)
+
+
 def write_table(table: pa.Table, root: str, name: str) -> str:
     """Write ``<root>/export/<name>.parquet`` atomically (temp file, then rename) on any filesystem."""
     import pyarrow.fs as pafs
@@ -110,10 +117,14 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
     evals, preds, failed = finetune_tables(finetune_grid or [])
     if failed:
         log.warning("%d fine-tuning trials failed; their rows are missing from evals.parquet", failed)
+    from trainables.finetune.api import select_tables
+
+    tables = []
     for name, parts in (("evals", evals), ("predictions", preds)):
         empty = schema.build_table(name, [], code_version=version)
-        table = pa.concat_tables([t.cast(empty.schema) for t in parts]) if parts else empty
-        write_table(table.replace_schema_metadata(empty.schema.metadata), root, name)
+        tables.append(pa.concat_tables([_conform(t, empty.schema) for t in parts]) if parts else empty)
+    for name, table in zip(("evals", "predictions"), select_tables(*tables)):  # the rate chosen on dev
+        write_table(table.replace_schema_metadata(tables[0 if name == "evals" else 1].schema.metadata), root, name)
     write_table(runs, root, "runs")
     return f"{root}/export"
 

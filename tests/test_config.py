@@ -46,6 +46,9 @@ def test_mlm_only_defaults_to_single_segments_and_full_to_pairs():
     ("objective.bogus=1", "objective.bogus"),
     ("nosuch.key=1", "nosuch.key"),
     ("optim.max_steps=ten", "optim.max_steps"),
+    ("finetune.lr_grid=1e-4,fast", "finetune.lr_grid"),
+    ("optim.budget=hours", "optim.budget"),
+    ("data.data_order=random", "data.data_order"),
 ])
 def test_bad_values_give_one_line_errors_naming_them(override, names):
     with pytest.raises(ConfigError) as e:

@@ -16,8 +16,9 @@ from trainables.metrics import METRIC_RANGES, compute_metric
 from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
 
-EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s", "source_task", "positive_label"]
-PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold"]
+EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s",
+                "source_task", "positive_label", "lr", "dev_value", "selected"]
+PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold", "lr"]
 
 
 @pytest.fixture(scope="module")

@@ -234,6 +234,7 @@ class FinetuneConfig:
 
     epochs: float = 2.0
     lr: float = 2e-4
+    lr_grid: str = ""  # comma-separated rates tried per (run, task): the one best on dev is reported; "" = lr only
     batch_size: int = 32
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
@@ -246,9 +247,19 @@ class FinetuneConfig:
     probe_max_train: int = 4000  # linear probe: examples used to fit the logistic regression
     tasks: str = "offline"  # default suite: offline | glue | comma-separated names
 
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The learning rates fine-tuning tries: the grid, or the one rate."""
+        return tuple(float(x) for x in self.lr_grid.split(",") if x.strip()) or (self.lr,)
+
     def __post_init__(self):
         _require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
         _require(self.lr > 0, f"finetune.lr={self.lr} must be > 0")
+        try:
+            grid = [float(x) for x in self.lr_grid.split(",") if x.strip()]
+        except ValueError:
+            grid = [-1.0]
+        _require(all(x > 0 for x in grid), f"finetune.lr_grid={self.lr_grid!r} must be comma-separated rates > 0")
         _require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
         _require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
         _require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")

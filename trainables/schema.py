@@ -93,6 +93,10 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("source_task", pa.string(), "the registered task this row comes from (mnli for mnli_m and mnli_mm): "
            "tasks sharing it count once in averages", False),
     Column("positive_label", pa.string(), "positive class of binary F1 ('' when the task has none)", False),
+    Column("lr", pa.float64(), "fine-tuning learning rate of this row (NaN for the probe)", False),
+    Column("dev_value", pa.float64(), "the same metric on the dev split: what the learning rate is chosen on", False),
+    Column("selected", pa.bool_(), "this row's rate is the one chosen on dev for its (run, task): mean dev "
+           "headline metric over fine-tuning seeds; estimates use only selected rows", False),
 )
 PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
@@ -102,6 +106,7 @@ PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("example_id", pa.string(), "the test example's id in its task"),
     Column("prediction", pa.string(), "the prediction: a label, a JSON list of tags, or a JSON string answer"),
     Column("gold", pa.string(), "the gold answer in the same encoding (QA: a JSON list of answers)"),
+    Column("lr", pa.float64(), "fine-tuning learning rate (only the rate chosen on dev is exported)", False),
 )
 
 
@@ -119,6 +124,9 @@ class EvalRecord(NamedTuple):
     wall_time_s: float
     source_task: str = ""
     positive_label: str = ""
+    lr: float = float("nan")
+    dev_value: float = float("nan")
+    selected: bool = True
 
 
 class PredictionRecord(NamedTuple):
@@ -131,6 +139,7 @@ class PredictionRecord(NamedTuple):
     example_id: str
     prediction: str
     gold: str
+    lr: float = float("nan")
 
 
 def columns(table: str, objectives: Sequence[str] = (), metrics: Sequence[tuple[str, str]] = ()) -> tuple[Column, ...]:

@@ -188,7 +188,7 @@ def finetune_trainable(config: dict[str, Any]) -> None:
         result = run_finetuning(checkpoint, list(config["tasks"]), [seed], cfg, run_id=config["run_id"],
                                 mode=config.get("mode", "finetune"), report=progress)
         out = Path(tmp) / "rows"
-        write_tables(result, out)
+        write_tables(result, out, select=False)  # the sweep's export chooses the rate across fine-tuning seeds
         primary = [e.value for e in result.evals if e.is_primary and math.isfinite(e.value)]
         tune.report({"mean_primary": sum(primary) / max(len(primary), 1), "n_evals": float(len(result.evals)),
                      "final": 1.0}, checkpoint=tune.Checkpoint.from_directory(str(out)))

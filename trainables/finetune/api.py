@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +23,7 @@ from trainables.config import ExperimentConfig, FinetuneConfig
 from trainables.finetune.heads import Checkpoint, build_head_model, load_encoder
 from trainables.finetune.loop import predict_logits, train_model
 from trainables.finetune.probe import probe_one
+from trainables.finetune.selection import select_on_dev
 from trainables.metrics import compute_metric
 from trainables.runtime import resolve_device
 from trainables.schema import EvalRecord, PredictionRecord, build_table
@@ -39,14 +40,25 @@ class FinetuneResult:
     evals: list[EvalRecord] = field(default_factory=list)
     predictions: list[PredictionRecord] = field(default_factory=list)
 
-    def to_tables(self, code_version: str = ""):
-        """(evals, predictions) as pyarrow Tables in the export schema (``trainables.schema``)."""
-        return (build_table("evals", self.evals, code_version=code_version),
-                build_table("predictions", self.predictions, code_version=code_version))
+    def to_tables(self, code_version: str = "", select: bool = True):
+        """(evals, predictions) as pyarrow Tables in the export schema (``trainables.schema``); with
+        ``select``, the learning rate chosen on dev is marked and only its predictions kept."""
+        evals = build_table("evals", self.evals, code_version=code_version)
+        preds = build_table("predictions", self.predictions, code_version=code_version)
+        return select_tables(evals, preds) if select else (evals, preds)
 
     def extend(self, other: "FinetuneResult") -> None:
         self.evals.extend(other.evals)
         self.predictions.extend(other.predictions)
+
+
+def select_tables(evals, preds):
+    """``selection.select_on_dev`` on Arrow tables, keeping their schemas."""
+    import pyarrow as pa
+
+    e, p = select_on_dev(evals.to_pandas(), preds.to_pandas())
+    return (pa.Table.from_pandas(e, schema=evals.schema, preserve_index=False),
+            pa.Table.from_pandas(p, schema=preds.schema, preserve_index=False))
 
 
 def encode_split(data: TaskData, rows: list[dict], tok, ft: FinetuneConfig, max_pos: int, train: bool) -> Encoded:
@@ -62,21 +74,35 @@ def score(spec: TaskSpec, preds: list[str], golds: list[str]) -> dict[str, float
 
 
 def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, rows: list[dict],
-             preds: list[str], golds: list[str], wall: float) -> FinetuneResult:
+             preds: list[str], golds: list[str], wall: float, lr: float = float("nan"),
+             dev: dict[str, float] | None = None) -> FinetuneResult:
     values = score(spec, preds, golds)
     evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall,
-                        spec.name, spec.positive or "") for m, v in values.items()]
-    predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g)
+                        spec.name, spec.positive or "", lr, float((dev or {}).get(m, float("nan"))))
+             for m, v in values.items()]
+    predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g, lr)
                    for r, p, g in zip(rows, preds, golds)]
     return FinetuneResult(evals, predictions)
 
 
 def finetune_one(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
                  run_id: str) -> tuple[FinetuneResult, dict[str, float]]:
-    """Fine-tune one head with one seed; test records for each reported split, dev metrics for report."""
+    """Fine-tune one head with one seed at each rate of ``finetune.rates``: test records (with the dev
+    metric beside them, which selects the rate) for each reported split; the best rate's dev metrics."""
+    result, best = FinetuneResult(), {}
+    for lr in cfg.finetune.rates:
+        part, dev = _finetune_at(ck, data, seed, cfg, device, run_id, lr)
+        result.extend(part)
+        if not best or dev[data.spec.metric] > best[data.spec.metric]:
+            best = dev
+    return result, best
+
+
+def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
+                 run_id: str, lr: float) -> tuple[FinetuneResult, dict[str, float]]:
     t0 = time.perf_counter()
-    ft, spec, tok = cfg.finetune, data.spec, ck.tokenizer
-    rng = np.random.default_rng(seed)
+    ft, spec, tok = replace(cfg.finetune, lr=lr), data.spec, ck.tokenizer
+    rng = np.random.default_rng(seed)  # the same training subset and order at every rate
     train_rows = subsample(data["train"], ft.max_train_examples, rng)
     model = build_head_model(ck.path, spec, seed).to(device)
     train_model(model, encode_split(data, train_rows, tok, ft, ck.max_position, True), ft, rng, device,
@@ -91,7 +117,7 @@ def finetune_one(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
             dev_metrics = score(spec, preds, golds)
             continue
         result.extend(_records(run_id, spec, seed, "finetune", task_name, rows, preds, golds,
-                               time.perf_counter() - t0))
+                               time.perf_counter() - t0, lr, dev_metrics))
     return result, dev_metrics
 
 
@@ -153,14 +179,16 @@ def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: 
     return result
 
 
-def write_tables(result: FinetuneResult, out: str | Path) -> tuple[Path, Path]:
-    """OUT/evals.parquet and OUT/predictions.parquet, each written to a temp file then renamed."""
+def write_tables(result: FinetuneResult, out: str | Path, select: bool = True) -> tuple[Path, Path]:
+    """OUT/evals.parquet and OUT/predictions.parquet, each written to a temp file then renamed; with
+    ``select`` (not for one trial of a sweep: the sweep chooses across fine-tuning seeds) the learning
+    rate chosen on dev is marked and only its predictions kept."""
     import pyarrow.parquet as pq
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, table in zip(("evals", "predictions"), result.to_tables()):
+    for name, table in zip(("evals", "predictions"), result.to_tables(select=select)):
         final, tmp = out / f"{name}.parquet", out / f".{name}.parquet.tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, final)
