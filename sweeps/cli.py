@@ -6,7 +6,8 @@ import argparse
 import time
 from pathlib import Path
 
-from trainables.config import ConfigError, ExperimentConfig, PRESETS, build_config
+from trainables.config import ConfigError, ExperimentConfig
+from trainables.presets import PRESETS, build_config
 
 
 def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: int = 3,
@@ -23,7 +24,8 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--seeds", type=int, default=seeds, help="pretraining seeds per measured variant")
     p.add_argument("--finetune-seeds", type=int, default=finetune_seeds, help="fine-tuning seeds per checkpoint")
     p.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (torch threads) per trial or per worker")
-    p.add_argument("--gpus-per-trial", type=float, default=0, help="GPUs per pretraining trial")
+    p.add_argument("--gpus-per-trial", type=float, default=0,
+                   help="GPUs per trial; a fraction (e.g. 0.25) lets several small trials share one GPU")
     p.add_argument("--workers-per-trial", type=int, default=1,
                    help="Ray Train (DDP) workers per pretraining trial; 1 runs the core in the trial's process")
     p.add_argument("--max-concurrent", type=int, default=0, help="trials at once (0: as many as resources allow)")
@@ -32,6 +34,12 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--name", help="experiment name (default: SCRIPT-PRESET-TIMESTAMP)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep of the same --name")
     p.add_argument("--quiet", action="store_true", help="only the final table")
+    p.add_argument("--verbose", action="store_true", help="one line per trial event instead of the live status")
+    p.add_argument("--plan", action="store_true", help="print what the sweep will cost (runs, tokens, FLOPs, wall "
+                                                       "time per phase) and exit without training")
+    p.add_argument("--hardware", default="this", help="for --plan and the report's plan: this (time a few steps "
+                                                      "here) or h200 | h100 | a100 | l4 | a10g")
+    p.add_argument("--mfu", type=float, default=0.3, help="model FLOPs utilisation the plan assumes on an accelerator")
     return p
 
 
@@ -52,6 +60,11 @@ def base_config(args: argparse.Namespace, variant: str = "full") -> ExperimentCo
         raise ConfigError(f"--seeds={args.seeds} must be >= 1")
     if args.cpus_per_trial < 1 or args.workers_per_trial < 1 or args.gpus_per_trial < 0:
         raise ConfigError("--cpus-per-trial and --workers-per-trial must be >= 1 and --gpus-per-trial >= 0")
+    if args.workers_per_trial > 1 and 0 < args.gpus_per_trial < 1:
+        raise ConfigError(f"--gpus-per-trial={args.gpus_per_trial} with --workers-per-trial={args.workers_per_trial}: "
+                          "a fraction of a GPU is for one-worker trials; give each worker a whole GPU")
+    if not 0 < args.mfu <= 1:
+        raise ConfigError(f"--mfu={args.mfu} must be in (0, 1]")
     return cfg
 
 

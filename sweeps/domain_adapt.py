@@ -35,7 +35,8 @@ from sweeps import phases  # noqa: E402
 from sweeps.cli import base_config, build_parser  # noqa: E402
 from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
 from sweeps.runner import Phase, run_phase  # noqa: E402
-from trainables.config import PRESETS, ConfigError, ExperimentConfig, ModelConfig  # noqa: E402
+from trainables.config import ConfigError, ExperimentConfig, ModelConfig  # noqa: E402
+from trainables.presets import PRESETS  # noqa: E402
 
 DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
 BEFORE, AFTER = "before", "domain_adapt"
@@ -218,8 +219,12 @@ def _parse(sweep: Sweep, argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def measured(ctx: Context):
+    return [(BEFORE, before_config(ctx.cfg), 1), (AFTER, ctx.cfg, ctx.args.seeds)]
+
+
 SWEEP = Sweep("domain_adapt", __doc__, run, defaults=DEFAULTS, parse=_parse, configure=configure, announce=announce,
-              report=domain_report)
+              report=domain_report, measured=measured)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,6 +99,9 @@ class Sweep:
     configure: Callable[[argparse.Namespace], ExperimentConfig] = base_config
     announce: Callable[[Context], str] = default_announce
     report: Callable[[str], str | None] = final_report
+    # What the phases will run, for the plan: the measured (name, config, seeds) and the search (trials, config).
+    measured: Callable[[Context], list[tuple[str, ExperimentConfig, int]]] | None = None
+    searched: Callable[[Context], tuple[int, ExperimentConfig]] | None = None
 
 
 def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
@@ -112,21 +115,48 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         cfg = with_shared_data(sweep.configure(args), root)
         from trainables.tasks import resolve_tasks
 
-        ctx = Context(cfg, args, root, resolve_tasks(cfg.finetune.tasks), Progress(quiet=args.quiet))
+        ctx = Context(cfg, args, root, resolve_tasks(cfg.finetune.tasks), Progress(args.quiet, args.verbose))
+        if args.plan:
+            print(sweep_plan(sweep, ctx).format())
+            return 0
         print(f"{sweep.announce(ctx)}\nresults: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
+        plan = sweep_plan(sweep, ctx) if sweep.measured and (args.hardware != "this" or not args.gpus_per_trial) else None
+        if plan is not None:
+            ctx.progress.planned.update({p.name: p.wall_s for p in plan.phases})
         init_ray(args)
+        t_prep = time.time()
         prepare_data(cfg, ctx.tasks)
+        ctx.progress.times["prepare"] = [t_prep, time.time()]
         export_dir = export(root, *sweep.run(ctx))
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return finish(root, export_dir, t0, sweep.report)
+    return finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
 
 
-def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | None]) -> int:
-    """The last lines every sweep prints: where the export, the report and the TensorBoard logs are."""
+def sweep_plan(sweep: Sweep, ctx: Context):
+    """The plan of this sweep (``sweeps.plan``) from what its phases will run."""
+    from sweeps.plan import plan_sweep
+
+    if sweep.measured is None:
+        raise ConfigError(f"sweeps/{sweep.script}.py cannot plan itself: it declares no measured variants")
+    return plan_sweep(sweep.measured(ctx), sweep.searched(ctx) if sweep.searched else None, ctx.tasks, ctx.args, ctx.cfg)
+
+
+def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | None], plan=None,
+           progress: Progress | None = None) -> int:
+    """The last lines every sweep prints: where the export, the report and the TensorBoard logs are, and
+    the plan next to what the phases took."""
     print(f"\nexport: {export_dir}", flush=True)
     report_dir = report(root)
+    if plan is not None and progress is not None:
+        from sweeps.plan import planned_vs_actual
+
+        text = planned_vs_actual(plan, progress.actual())
+        print("\n" + text, flush=True)
+        if report_dir:
+            (Path(report_dir) / "plan.txt").write_text(text + "\n")
+            (Path(report_dir) / "plan.json").write_text(plan.to_json() + "\n")
     print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
           f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
     return 0

@@ -34,10 +34,14 @@ def parse_ratios(text: str) -> list[float]:
     return ratios
 
 
-def run(ctx: Context):
-    variants = [(f"{name}@{r:.2f}", phases.variant_config(ctx.cfg, name, mask_ratio=r))
+def measured(ctx: Context):
+    variants = [(f"{name}@{r:.2f}", phases.variant_config(ctx.cfg, name, mask_ratio=r), ctx.args.seeds)
                 for name in MASKED_VARIANTS for r in parse_ratios(ctx.args.ratios)]
-    variants.append(("none", phases.variant_config(ctx.cfg, "none")))
+    return variants + [("none", phases.variant_config(ctx.cfg, "none"), ctx.args.seeds)]
+
+
+def run(ctx: Context):
+    variants = [(name, cfg) for name, cfg, _ in measured(ctx)]
     measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
     print(intrinsic_table(measure), flush=True)
     return None, measure, finetune
@@ -57,7 +61,7 @@ def _extra_args(p) -> None:
     p.add_argument("--ratios", default="0.10,0.15,0.20,0.30,0.40,0.50", help="training mask ratios")
 
 
-SWEEP = Sweep("mask_ratio", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+SWEEP = Sweep("mask_ratio", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,8 @@ from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 DEFAULTS = {
     "smoke": dict(num_samples=4, seeds=2, finetune_seeds=1),
     "cpu-small": dict(num_samples=4, seeds=3, finetune_seeds=1),
+    # One H200: four trials share the GPU (a quarter each, four CPUs each), five pretraining seeds.
+    "gpu-quick": dict(num_samples=8, seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
 }
 PROBE_TASKS = ("sentiment", "topic")
 
@@ -49,15 +51,11 @@ def searched_objectives(args) -> list[str]:
     return names
 
 
-def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
+def _search_config(cfg: ExperimentConfig, args) -> tuple[ExperimentConfig, dict, dict]:
+    """The search trials' base config (BERT's own mix to start from), the space and the first point."""
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
-    from ray.tune.search import ConcurrencyLimiter
-    from ray.tune.search.optuna import OptunaSearch
-    from optuna.samplers import TPESampler
 
     from trainables.objectives import OBJECTIVES
-    from trainables.tune_adapters import pretrain_trainable
 
     names = searched_objectives(args)
     space = {f"{n}_weight": tune.uniform(*OBJECTIVES[n].search) for n in names}
@@ -66,6 +64,19 @@ def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
     rungs = max(cfg.optim.max_steps // 4, 1)
     search_cfg = cfg.replace(objective=_mix(cfg, "custom", start),
                              run=replace(cfg.run, eval_every=rungs, checkpoint_every=rungs))
+    return search_cfg, space, start
+
+
+def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+    from optuna.samplers import TPESampler
+
+    from trainables.tune_adapters import pretrain_trainable
+
+    search_cfg, space, start = _search_config(cfg, args)
+    rungs = max(cfg.optim.max_steps // 4, 1)
     searcher = OptunaSearch(metric="probe_score", mode="max", points_to_evaluate=[start],
                             sampler=TPESampler(seed=cfg.run.seed, n_startup_trials=max(args.num_samples // 2, 1)))
     limit = args.max_concurrent or max(args.num_samples, 1)
@@ -130,7 +141,18 @@ def _extra_args(p) -> None:
                                         "(default: mlm and --pair)")
 
 
-SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+def measured(ctx: Context):
+    """The grid the measure phase runs (a searched mix, when one is measured, costs what full does)."""
+    extra = [("best_mix", phases.variant_config(ctx.cfg, "full"), ctx.args.seeds)] if ctx.args.num_samples else []
+    return [(n, phases.variant_config(ctx.cfg, n), ctx.args.seeds) for n in phases.MEASURE_VARIANTS] + extra
+
+
+def searched(ctx: Context):
+    return ctx.args.num_samples, _search_config(ctx.cfg, ctx.args)[0]
+
+
+SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured,
+              searched=searched)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from trainables.config import ExperimentConfig, objective_for_variant
 
 log = logging.getLogger("sweeps")
 
-MEASURE_VARIANTS = ("full", "mlm_only", "nsp_only", "none")
+MEASURE_VARIANTS = ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")  # the main job's grid
 
 
 def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int) -> list[dict]:
@@ -41,9 +41,12 @@ def variant_config(cfg: ExperimentConfig, name: str, **objective_changes) -> Exp
 
 
 def pretrain_resources(args) -> dict[str, float]:
-    if args.workers_per_trial > 1 or args.gpus_per_trial > 0:
-        return {"CPU": 0, "memory": 2**28}  # the trial only drives a TorchTrainer, which requests its own workers
-    return {"CPU": args.cpus_per_trial}
+    """A multi-worker trial only drives a TorchTrainer, which requests its own workers; a one-worker trial
+    runs the core in its own process, with a fraction of a GPU when the model is small (several trials
+    then share one GPU, so it stays busy)."""
+    if args.workers_per_trial > 1:
+        return {"CPU": 0, "memory": 2**28}
+    return {"CPU": args.cpus_per_trial, **({"GPU": args.gpus_per_trial} if args.gpus_per_trial else {})}
 
 
 def common_trial_config(args, root: str, probe_tasks: list[str]) -> dict[str, Any]:
@@ -71,7 +74,8 @@ def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
         spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}"
     return Phase("finetune", flatten(finetune_trainable),
                  {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial},
-                 {"CPU": args.cpus_per_trial}, max_concurrent=args.max_concurrent)
+                 {"CPU": args.cpus_per_trial, **({"GPU": args.gpus_per_trial} if args.gpus_per_trial else {})},
+                 max_concurrent=args.max_concurrent)
 
 def flatten(trainable):
     """Trials get ``{"spec": {...}, common...}``; the trainables read one flat dict."""

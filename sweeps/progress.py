@@ -1,4 +1,10 @@
-"""Progress of a sweep on the terminal: trials running, finished, stopped and failed, per phase."""
+"""Progress of a sweep: a compact live status per phase on a terminal, plain lines in a log file.
+
+On a terminal each phase is one tqdm bar -- trials finished out of the phase's total, with running /
+stopped / failed counts and an ETA from the plan (``sweeps.plan``) until trials have finished, then
+from their pace. ``--verbose`` (or output that is not a terminal) prints one line per trial event
+instead. Phase start and end times are kept for the report's planned-versus-actual table.
+"""
 
 from __future__ import annotations
 
@@ -9,24 +15,75 @@ from ray import tune
 
 
 class Progress(tune.Callback):
-    """A Tune callback printing one line per event: trials running, finished, stopped, failed."""
+    """A Tune callback: counts trials running, finished, stopped early and failed in the current phase."""
 
-    def __init__(self, quiet: bool = False, out=sys.stdout):
-        self.quiet, self.out, self.phase = quiet, out, ""
+    def __init__(self, quiet: bool = False, verbose: bool = False, out=None, planned: dict[str, float] | None = None):
+        self.quiet, self.out, self.phase = quiet, out or sys.stdout, ""
+        self.live = not verbose and not quiet and getattr(self.out, "isatty", lambda: False)()
+        self.planned = dict(planned or {})  # phase -> planned seconds
         self.counts: dict[str, dict[str, int]] = {}
+        self.times: dict[str, list[float]] = {}  # phase -> [start, end]
+        self.totals: dict[str, int] = {}
         self._last: dict[str, float] = {}
         self._results: dict[str, dict] = {}
+        self._bar = None
 
+    # ---- phases (called by sweeps.runner.run_phase)
+    def begin(self, phase: str, total: int) -> None:
+        self.phase, self.totals[phase] = phase, total
+        self.times[phase] = [time.time(), float("nan")]
+        self._c()
+        if self.live:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=f"{phase:8s}", unit="trial", file=self.out, dynamic_ncols=True,
+                             bar_format="{desc} {bar} {n_fmt}/{total_fmt} trials | {postfix}")
+            self._refresh()
+
+    def end(self, phase: str) -> None:
+        self.times.setdefault(phase, [time.time(), float("nan")])[1] = time.time()
+        if self._bar is not None:
+            self._refresh()
+            self._bar.close()
+            self._bar = None
+
+    def actual(self) -> dict[str, float]:
+        return {p: t[1] - t[0] for p, t in self.times.items() if t[1] == t[1]}
+
+    # ---- status
     def _c(self) -> dict[str, int]:
         return self.counts.setdefault(self.phase, {"running": 0, "finished": 0, "stopped": 0, "failed": 0})
+
+    def eta(self) -> float:
+        """Seconds left in the phase: the plan's until trials finish, then the pace of finished trials."""
+        c, start = self._c(), self.times.get(self.phase, [time.time()])[0]
+        elapsed, done = time.time() - start, c["finished"] + c["stopped"] + c["failed"]
+        total = self.totals.get(self.phase, 0)
+        if done and total:
+            return elapsed / done * (total - done)
+        planned = self.planned.get(self.phase)
+        return max(planned - elapsed, 0.0) if planned else float("nan")
+
+    def status(self) -> str:
+        c, eta = self._c(), self.eta()
+        left = f"ETA {int(eta // 60)}:{int(eta % 60):02d}" if eta == eta else "ETA -"
+        return f"{c['running']} running, {c['finished']} finished, {c['stopped']} stopped, {c['failed']} failed | {left}"
+
+    def _refresh(self) -> None:
+        if self._bar is not None:
+            c = self._c()
+            self._bar.n = c["finished"] + c["stopped"] + c["failed"]
+            self._bar.set_postfix_str(self.status(), refresh=True)
 
     def _line(self, text: str) -> None:
         if self.quiet:
             return
-        c = self._c()
-        print(f"[{time.strftime('%H:%M:%S')}] {self.phase:8s} {c['running']} running, {c['finished']} finished, "
-              f"{c['stopped']} stopped, {c['failed']} failed | {text}", file=self.out, flush=True)
+        if self.live:
+            self._refresh()
+            return
+        print(f"[{time.strftime('%H:%M:%S')}] {self.phase:8s} {self.status()} | {text}", file=self.out, flush=True)
 
+    # ---- Tune events
     def on_trial_start(self, iteration, trials, trial, **info):
         self._c()["running"] += 1
         self._line(f"{trial} started")

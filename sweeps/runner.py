@@ -41,13 +41,19 @@ class Phase:
     scheduler: Any = None
     max_concurrent: int = 0
 
+    @property
+    def trials(self) -> int:
+        """How many trials the phase runs: the grid's size times num_samples."""
+        grid = self.param_space.get("spec", {})
+        return self.num_samples * (len(grid["grid_search"]) if isinstance(grid, dict) and "grid_search" in grid else 1)
+
 
 def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.Callback):
     """Run (or, with --resume, restore and finish) one Tune experiment at ``<root>/<phase.name>``."""
 
     trainable = tune.with_resources(phase.trainable, phase.resources)
     path = f"{root}/{phase.name}"
-    progress.phase = phase.name
+    progress.begin(phase.name, phase.trials)
     if tune.Tuner.can_restore(path):
         if not args.resume:
             raise ConfigError(f"experiment {path} already exists; add --resume to continue it, or choose another --name")
@@ -62,7 +68,10 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
                 name=phase.name, storage_path=root, callbacks=[progress], verbose=0,
                 failure_config=tune.FailureConfig(max_failures=2),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
-    return tuner.fit()
+    try:
+        return tuner.fit()
+    finally:
+        progress.end(phase.name)
 
 
 def _trial_name(trial) -> str:

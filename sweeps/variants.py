@@ -32,7 +32,7 @@ def parse_variants(text: str) -> list[str]:
 
 
 def run(ctx: Context):
-    variants = [(name, phases.variant_config(ctx.cfg, name)) for name in parse_variants(ctx.args.variants)]
+    variants = [(name, cfg) for name, cfg, _ in measured(ctx)]
     measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
     return None, measure, finetune
 
@@ -42,7 +42,11 @@ def _extra_args(p) -> None:
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
 
 
-SWEEP = Sweep("variants", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+def measured(ctx: Context):
+    return [(name, phases.variant_config(ctx.cfg, name), ctx.args.seeds) for name in parse_variants(ctx.args.variants)]
+
+
+SWEEP = Sweep("variants", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured)
 
 
 def main(argv: list[str] | None = None) -> int:

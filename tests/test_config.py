@@ -2,8 +2,8 @@
 
 import pytest
 
-from trainables.config import (PRESETS, ConfigError, ModelConfig, ObjectiveConfig, apply_overrides, build_config,
-                               from_dict, objective_for_variant)
+from trainables.config import ConfigError, ModelConfig, ObjectiveConfig, apply_overrides, from_dict, objective_for_variant
+from trainables.presets import PRESETS, build_config
 from trainables.objectives import OBJECTIVES, VARIANTS
 
 

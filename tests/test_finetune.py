@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.batching import bucket_batches
 from trainables.finetune import FinetuneResult, collate, run_finetuning, run_probe
 from trainables.finetune.__main__ import main

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.finetune import run_finetuning
 from trainables.finetune.selection import select_on_dev
 from trainables.tasks import load_hub_task

@@ -5,7 +5,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.finetune import run_finetuning
 from trainables.task_types import TASK_TYPES, TaskError, TaskType, get_task_type, register_task_type
 from trainables.task_types.classification import SINGLE

@@ -20,7 +20,8 @@ import time
 
 import torch
 
-from trainables.config import ConfigError, build_config
+from trainables.config import ConfigError
+from trainables.presets import build_config
 from trainables.data.batches import Position, positions_from
 from trainables.data.samples import IGNORE
 from trainables.model import PretrainModel, build_model, count_parameters

@@ -38,7 +38,8 @@ from transformers.utils import logging as hf_logging
 from trainables.budget import Budget, batch_cost, plan_budget
 from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
                                    write_checkpoint)
-from trainables.config import ConfigError, ExperimentConfig, RunConfig, build_config, data_seed, objective_for_variant
+from trainables.config import ConfigError, ExperimentConfig, RunConfig, data_seed, objective_for_variant
+from trainables.presets import build_config
 from trainables.data.batches import Loader, Position, SpecialIds, StepData, continuation_table, special_ids
 from trainables.data.prepare import open_prepared
 from trainables.data.samples import Samples
@@ -345,7 +346,7 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
 
 
 def _cli(argv: list[str] | None = None) -> int:
-    from trainables.config import PRESETS
+    from trainables.presets import PRESETS
 
     p = argparse.ArgumentParser(prog="python -m trainables.pretrain", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)}")

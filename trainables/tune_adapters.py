@@ -1,7 +1,8 @@
 """Ray adapters around the Ray-free core: Tune function trainables for pretraining and fine-tuning.
 
 * ``pretrain_trainable``: one pretraining run per trial. Single-process trials run the core in this
-  process (Ray Train start-up costs ~25 s); trials with several workers or GPUs start a Ray Train V2
+  process (Ray Train start-up costs ~25 s), on a fraction of a GPU when Tune gave it one; trials with
+  several workers start a Ray Train V2
   ``TorchTrainer`` (DDP; gloo on CPU, NCCL on GPU) with a run name unique to the trial and a
   ``TuneReportCallback`` that forwards its reports to Tune. At each evaluation the checkpoint is
   probed on the dev split of a few tasks (``probe_score``): the objective-neutral signal that ASHA
@@ -88,7 +89,7 @@ def pretrain_trainable(config: dict[str, Any]) -> None:
     cfg = trial_config(config)
     cpus = int(config.get("cpus_per_trial", 1))
     torch.set_num_threads(max(cpus, 1))
-    if int(config.get("workers", 1)) > 1 or float(config.get("gpus_per_trial", 0)) > 0:
+    if int(config.get("workers", 1)) > 1:
         return _pretrain_with_ray_train(cfg, config)
     from trainables.pretrain import NonFiniteLossError, run_pretraining
 

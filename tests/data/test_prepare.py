@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trainables.data.prepare as prepare
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.shards import PreparedCorpus
 from trainables.data.sources import list_units
 from trainables.data.text import CorpusError

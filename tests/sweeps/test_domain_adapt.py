@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from sweeps import domain_adapt
-from trainables.config import ConfigError, build_config
+from trainables.config import ConfigError
+from trainables.presets import build_config
 
 REPO = Path(__file__).resolve().parents[2]
 

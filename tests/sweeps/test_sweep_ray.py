@@ -13,7 +13,7 @@ import pytest
 
 from sweeps import phases
 from sweeps.export import run_row
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.tune_adapters import pretrain_trainable
 
 pytestmark = pytest.mark.slow
@@ -69,12 +69,15 @@ def test_two_worker_gloo_ray_train_pretraining(ray_local, tmp_path):
     assert (Path(row["checkpoint"]) / "model.safetensors").exists()
 
 
+def _command(tmp_path, *extra):
+    return [sys.executable, str(REPO / "sweeps" / "objective_weights.py"), "--preset", "smoke", "--storage",
+            str(tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner", *extra]
+
+
 def _sweep(tmp_path, *extra):
-    cmd = [sys.executable, str(REPO / "sweeps" / "objective_weights.py"), "--preset", "smoke", "--storage",
-           str(tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner", *extra]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(_command(tmp_path, *extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)
 
 
 def _started(log: str) -> set[str]:
@@ -95,7 +98,7 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     finished_runs = {p: p.stat().st_mtime_ns for p in (tmp_path / "s").glob("*/*/run/run.json")}
     assert finished_runs, log1  # the first driver got some runs done before it was killed
 
-    second = subprocess.run(_sweep(tmp_path, "--resume").args, capture_output=True, text=True, timeout=600,
+    second = subprocess.run(_command(tmp_path, "--resume"), capture_output=True, text=True, timeout=600,
                             env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     # A finished run is not trained again: its checkpoint and run.json are left as they were.
@@ -114,7 +117,7 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     assert "full - none" in second.stdout and (tmp_path / "s" / "report" / "contributions.md").exists()
 
     t0 = time.time()
-    third = subprocess.run(_sweep(tmp_path, "--resume").args, capture_output=True, text=True, timeout=300,
+    third = subprocess.run(_command(tmp_path, "--resume"), capture_output=True, text=True, timeout=300,
                            env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
     assert third.returncode == 0 and not _started(third.stdout), third.stdout[-2000:]
     assert time.time() - t0 < 120

@@ -7,7 +7,8 @@ from sweeps import phases
 from sweeps.mask_ratio import parse_ratios
 from sweeps.objective_weights import main as objective_weights_main
 from sweeps.variants import parse_variants
-from trainables.config import ConfigError, build_config
+from trainables.config import ConfigError
+from trainables.presets import build_config
 
 
 def test_bad_cli_values_fail_fast_with_one_line(tmp_path, capsys):

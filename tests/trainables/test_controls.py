@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.batches import Position, positions_from
 from trainables.objectives import VARIANTS
 from trainables.pretrain import build_pretraining_data

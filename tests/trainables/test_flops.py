@@ -3,10 +3,9 @@
 import json
 
 import pytest
-import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.batches import Position
 from trainables.flops import shape_of, step_flops
 from trainables.objectives import get_objective, total_loss

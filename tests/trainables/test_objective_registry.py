@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from trainables.config import ConfigError, build_config
+from trainables.config import ConfigError
+from trainables.presets import build_config
 from trainables.objectives import OBJECTIVES, VARIANTS, load_plugins, unregister_objective
 from trainables.pretrain import run_pretraining
 
@@ -67,16 +68,21 @@ def test_the_toy_objective_pretrains_and_resumes_its_own_head(toy, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_smoke_sweep_runs_the_toy_objective_from_its_module_alone(tmp_path):
+def test_a_smoke_sweep_runs_the_toy_objective_from_its_module_alone_beside_electra(tmp_path):
+    """One sweep for two claims: a plugin objective needs nothing but its module, and ELECTRA runs in a
+    sweep with its generator, at equal FLOPs, into the same export and report."""
     env = {**os.environ, "BERT_OBJECTIVES_PLUGINS": "toy_objective", "RAY_AUTH_MODE": "disabled",
            "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, str(REPO / "sweeps" / "variants.py"), "--preset", "smoke", "--variants",
-           "segment_only,mlm_only,none", "--seeds", "1", "--tasks", "sentiment", "--storage", str(tmp_path),
-           "--name", "toy", "--set", "optim.max_steps=4"]
+           "segment_only,electra,none", "--seeds", "1", "--tasks", "sentiment", "--storage", str(tmp_path),
+           "--name", "toy", "--set", "optim.max_steps=4", "--set", "optim.budget=flops"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = pd.read_parquet(tmp_path / "toy" / "export" / "runs.parquet")
-    assert (runs.status == "completed").all() and set(runs.variant) == {"segment_only", "mlm_only", "none"}
-    assert runs.set_index("variant").loc["segment_only", "segment_weight"] == 1.0
-    assert json.loads(runs.set_index("variant").loc["segment_only", "config_json"])["objective"]["weights"]["segment"] == 1
-    assert "segment_only - none" in done.stdout
+    assert (runs.status == "completed").all() and set(runs.variant) == {"segment_only", "electra", "none"}
+    by = runs.set_index("variant")
+    assert by.loc["segment_only", "segment_weight"] == 1.0 and by.loc["electra", "rtd_weight"] == 1.0
+    assert json.loads(by.loc["segment_only", "config_json"])["objective"]["weights"]["segment"] == 1
+    assert 0 <= by.loc["electra", "rtd_acc"] <= 1 and (by.loc[["segment_only", "electra"], "budget"] == "flops").all()
+    table = done.stdout[done.stdout.index("task "):]
+    assert "segment_only" in table and "electra" in table and "at equal training FLOPs" in done.stdout

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForMaskedLM
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.batches import Position
 from trainables.data.samples import IGNORE
 from trainables.model import build_model, forward_pretraining

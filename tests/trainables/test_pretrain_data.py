@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.batches import SpecialIds, layout
 from trainables.data.masking import hash_uniform, mask_arrays
 from trainables.data.prepare import open_prepared

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.sources import load_documents
 from trainables.pretrain import build_pretraining_data, run_pretraining
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from trainables.config import ConfigError, build_config
+from trainables.config import ConfigError
+from trainables.presets import build_config
 from trainables.data.batches import Position
 from trainables.data.samples import IGNORE
 from trainables.model import forward_pretraining

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 import pytest
 import torch
 
-from trainables.config import build_config
+from trainables.presets import build_config
 from trainables.data.batches import Loader, Position
 from trainables.pretrain import _initial_model, _pretrain_model, build_optimizer, build_pretraining_data, train_step
 

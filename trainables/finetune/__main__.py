@@ -78,7 +78,8 @@ def _resolve_checkpoint(name: str, cfg) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainables.config import ConfigError, build_config
+    from trainables.config import ConfigError
+    from trainables.presets import build_config
 
     args = _parser().parse_args(argv)
     if args.list_tasks:

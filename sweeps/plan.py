@@ -1,0 +1,222 @@
+"""What a sweep will cost before it runs: runs, tokens, FLOPs and wall time per phase (``--plan``).
+
+    python sweeps/objective_weights.py --plan                            # this machine, calibrated
+    python sweeps/objective_weights.py --preset gpu-quick --plan --hardware h200 --mfu 0.3
+
+FLOPs come from ``trainables.flops`` at the preset's shapes (pretraining: every step at the full
+sequence length, an upper bound; fine-tuning: the encoder at ``finetune.max_len`` over
+``epochs x train examples``, plus one forward pass over dev and test). Wall time is FLOPs over the
+achieved rate -- on this machine the rate is measured by timing a few pretraining steps of the
+preset's model (``--hardware this``); for an accelerator it is its peak bf16 rate times the stated
+utilisation (``--mfu``) -- divided by the trials that run at once, plus a fixed start-up per trial.
+The plan is written beside the experiment (plan.json) and the report puts it next to what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+PEAK_BF16_TFLOPS = {"h200": 989.0, "h100": 989.0, "a100": 312.0, "l4": 121.0, "a10g": 125.0}
+TRIAL_OVERHEAD_S = {"pretrain": 6.0, "finetune": 4.0}  # start-up, evaluation, checkpoint (measured on cpu-small)
+# Approximate train-split sizes of the hub benchmarks (the planner needs a count before anything is loaded).
+HUB_TRAIN_SIZES = {"mnli": 392_702, "qnli": 104_743, "mrpc": 3_668, "sst2": 67_349, "cola": 8_551,
+                   "conll2003_ner": 14_041, "conll2003_pos": 14_041, "squad": 87_599}
+
+
+@dataclass
+class PhasePlan:
+    name: str
+    runs: int
+    tokens: float
+    flops: float
+    wall_s: float
+    parallel: int
+    notes: str = ""
+
+
+@dataclass
+class Plan:
+    hardware: str
+    rate_flops: float  # achieved FLOP/s per trial the estimate assumes
+    utilisation: str
+    phases: list[PhasePlan] = field(default_factory=list)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(p.wall_s for p in self.phases)
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "wall_s": self.wall_s}, indent=1)
+
+    def format(self) -> str:
+        lines = [f"plan on {self.hardware} ({self.utilisation}; {self.rate_flops / 1e9:.3g} GFLOP/s per trial)",
+                 f"{'phase':10s}{'runs':>6}{'tokens':>12}{'PFLOPs':>10}{'at once':>9}{'wall':>10}  notes"]
+        for p in self.phases:
+            lines.append(f"{p.name:10s}{p.runs:>6}{p.tokens / 1e6:>10.3g} M{p.flops / 1e15:>10.3g}{p.parallel:>9}"
+                         f"{p.wall_s / 60:>8.1f} m  {p.notes}")
+        lines.append(f"{'total':10s}{'':>47}{self.wall_s / 60:>8.1f} m")
+        return "\n".join(lines)
+
+
+def _pretrain_cost(cfg) -> tuple[float, float]:
+    """(tokens, FLOPs) of one pretraining run of ``cfg`` at full length: an upper bound on both."""
+    from trainables.flops import StepShape, step_flops
+    from trainables.objectives import get_objective
+
+    o, T, B = cfg.objective, cfg.data.seq_len, cfg.optim.batch_size
+    steps = 0 if o.variant == "none" else cfg.optim.max_steps
+    shape = StepShape(B, T, max(int(round((T - 3) * o.mask_ratio)), 1))
+    per_step = step_flops(cfg.model, [get_objective(n) for n in o.active], o.options, shape, cfg.model.vocab_size)
+    return float(steps * B * T), steps * per_step
+
+
+def _task_train_size(name: str, cfg) -> int:
+    if name in HUB_TRAIN_SIZES:
+        n = HUB_TRAIN_SIZES[name]
+    else:
+        from trainables.data.builtin import builtin_task_sizes
+
+        n = builtin_task_sizes(cfg.data.cache_dir or None).get(name, {}).get("train", 1000)
+    return min(n, cfg.finetune.max_train_examples) if cfg.finetune.max_train_examples else n
+
+
+def _finetune_cost(cfg, tasks: list[str]) -> tuple[float, float]:
+    """(tokens, FLOPs) of fine-tuning one checkpoint with one seed on ``tasks`` at every rate."""
+    from trainables.flops import encoder_forward
+
+    ft, m = cfg.finetune, cfg.model
+    tokens = flops = 0.0
+    for t in tasks:
+        n = _task_train_size(t, cfg)
+        L = min(ft.max_len, m.max_position)
+        train = ft.epochs * n * len(ft.rates)
+        evals = 2 * (ft.max_eval_examples or n // 8) * len(ft.rates)
+        tokens += (train + evals) * L
+        per_seq = encoder_forward(1, L, m.num_layers, m.hidden_size, m.intermediate_size)
+        flops += (3 * train + evals) * per_seq
+    return tokens, flops
+
+
+def measure_rate(cfg, steps: int = 6, threads: int = 0) -> float:
+    """FLOP/s one trial achieves here: a few timed pretraining steps of ``cfg``'s model on synthetic data,
+    with the CPU threads one trial gets."""
+    import tempfile
+
+    import torch
+
+    from trainables.config import apply_overrides
+    from trainables.data.batches import Loader, Position
+    from trainables.flops import shape_of, step_flops
+    from trainables.objectives import get_objective
+    from trainables.pretrain import _initial_model, _pretrain_model, build_optimizer, build_pretraining_data, train_step
+    from trainables.runtime import autocast, resolve_device
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = apply_overrides(cfg, {"data.corpus": "synthetic", "data.max_documents": 300, "data.cache_dir": tmp,
+                                      "data.prepared_root": "", "model.vocab_size": min(cfg.model.vocab_size, 4096)})
+        data = build_pretraining_data(probe)
+        device = resolve_device(probe.run.device)
+        model = _pretrain_model(probe, _initial_model(probe, data)).to(device)
+        opt, sched = build_optimizer(model, probe)
+        active = [get_objective(n) for n in probe.objective.active]
+        meter, spent, elapsed = {}, 0.0, 0.0
+        for i, (_, batch) in enumerate(Loader(data.steps, Position(0, 0, 0, 0), steps + 2)):
+            t0 = time.perf_counter()
+            train_step(model, opt, sched, probe, batch, meter, 0, 1, device, lambda: autocast(device, probe.run.precision))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if i >= 2:  # after warm-up
+                elapsed += time.perf_counter() - t0
+                spent += step_flops(probe.model, active, probe.objective.options, shape_of(batch), data.sp.vocab_size)
+    torch.set_num_threads(before)
+    return spent / max(elapsed, 1e-9)
+
+
+def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[object, int]], tasks: list[str],
+           rate: float, parallel: int, notes: str = "") -> PhasePlan:
+    tokens = flops = 0.0
+    for cfg, fraction in runs:
+        t, f = _pretrain_cost(cfg)
+        tokens, flops = tokens + fraction * t, flops + fraction * f
+    for cfg, n in finetunes:
+        t, f = _finetune_cost(cfg, tasks)
+        tokens, flops = tokens + n * t, flops + n * f
+    trials = len(runs) + len(finetunes)
+    at_once = max(1, min(parallel, trials))
+    overhead = len(runs) * TRIAL_OVERHEAD_S["pretrain"] + len(finetunes) * TRIAL_OVERHEAD_S["finetune"]
+    return PhasePlan(name, trials, tokens, flops, (flops / rate + overhead) / at_once, at_once, notes)
+
+
+def concurrency(args) -> int:
+    """Trials at once on this machine's resources (a cluster's are not known before Ray starts)."""
+    import os
+
+    if args.gpus_per_trial:
+        import torch
+
+        gpus = torch.cuda.device_count() or 1
+        by = int(gpus / args.gpus_per_trial)
+    else:
+        by = max((os.cpu_count() or 1) // max(args.cpus_per_trial * args.workers_per_trial, 1), 1)
+    return min(by, args.max_concurrent) if args.max_concurrent else by
+
+
+def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, object] | None, tasks: list[str],
+               args, cfg) -> Plan:
+    """The phases a sweep runs: the search (ASHA's expected share of the budget per trial), the
+    measurement grid (variants x seeds) and its fine-tuning (x fine-tuning seeds on ``tasks``)."""
+    rate, how = hardware_rate(args.hardware, args.mfu, cfg, args.gpus_per_trial, args.cpus_per_trial)
+    plan = Plan(args.hardware, rate, how)
+    parallel = concurrency(args)
+    if searched and searched[0]:
+        trials, scfg = searched
+        frac = asha_fraction(trials)
+        plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], tasks, rate, parallel,
+                                  f"ASHA: {frac:.0%} of the budget per trial expected"))
+    runs = [(vcfg, 1.0) for _, vcfg, seeds in measured for _ in range(seeds)]
+    plan.phases.append(_phase("measure", runs, [], tasks, rate, parallel,
+                              f"{len(measured)} variants x seeds; none trains 0 steps"))
+    if args.finetune_seeds:
+        fts = [(vcfg, 1) for vcfg, _ in runs for _ in range(args.finetune_seeds)]
+        plan.phases.append(_phase("finetune", [], fts, tasks, rate, parallel,
+                                  f"{len(tasks)} tasks x {len(cfg.finetune.rates)} rate(s) per trial"))
+    return plan
+
+
+def planned_vs_actual(plan: Plan, actual: dict[str, float]) -> str:
+    """The plan's wall time per phase next to what the phases took."""
+    lines = [f"planned vs actual wall time ({plan.utilisation}):"]
+    for p in plan.phases:
+        a = actual.get(p.name)
+        ratio = f"  actual/planned {a / p.wall_s:.2f}" if a and p.wall_s else ""
+        lines.append(f"  {p.name:9s} planned {p.wall_s / 60:6.1f} min   actual "
+                     f"{(a / 60 if a else float('nan')):6.1f} min{ratio}")
+    if "prepare" in actual:
+        lines.append(f"  {'prepare':9s} (not planned)        actual {actual['prepare'] / 60:6.1f} min")
+    total = sum(v for v in actual.values())
+    lines.append(f"  {'total':9s} planned {plan.wall_s / 60:6.1f} min   actual {total / 60:6.1f} min")
+    return "\n".join(lines)
+
+
+def asha_fraction(num_samples: int, rungs: int = 4, reduction: int = 2) -> float:
+    """Expected share of the full budget a search trial trains under ASHA (rungs at each quarter of the
+    budget; a trial survives each rung with probability 1 / reduction)."""
+    return sum((1.0 / reduction) ** r for r in range(rungs)) / rungs if num_samples else 0.0
+
+
+def hardware_rate(hardware: str, mfu: float, cfg, gpus_per_trial: float, threads: int = 1) -> tuple[float, str]:
+    """(FLOP/s per trial, how it was decided)."""
+    if hardware == "this":
+        return measure_rate(cfg, threads=threads), f"this machine: 6 timed pretraining steps on {threads} thread(s)"
+    if hardware not in PEAK_BF16_TFLOPS:
+        from trainables.config import ConfigError
+
+        raise ConfigError(f"--hardware={hardware!r} is not valid; allowed: this, {', '.join(PEAK_BF16_TFLOPS)}")
+    share = gpus_per_trial or 1.0
+    return PEAK_BF16_TFLOPS[hardware] * 1e12 * mfu * share, f"peak bf16 x utilisation {mfu:.0%} x {share:g} GPU"
+

@@ -1,0 +1,96 @@
+"""Named presets (plain instances of the config tree) and ``build_config``, the one way to get a config.
+
+    build_config("cpu-small", variant="mlm_only", overrides=["objective.mask_ratio=0.3"])
+
+    smoke       seconds, for tests: a 2-layer hidden-32 BERT, 8 steps
+    cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (sized in SCIENCE.md)
+    gpu-quick   one H200-class GPU in a quarter hour: bert-mini width, several trials sharing the GPU
+    bert-mini, bert-small, bert-base   the published BERT family sizes, for GPU clusters
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainables.config import (DataConfig, ExperimentConfig, FinetuneConfig, ModelConfig, OptimConfig,
+                               RunConfig, _choice, apply_overrides, objective_for_variant)
+
+
+def _preset_smoke() -> ExperimentConfig:
+    return ExperimentConfig(
+        preset="smoke",
+        model=ModelConfig(vocab_size=1024, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                          max_position=64),
+        data=DataConfig(seq_len=64, max_documents=400, heldout_fraction=0.05),
+        optim=OptimConfig(lr=1e-3, batch_size=8, max_steps=8, warmup_frac=0.25),
+        finetune=FinetuneConfig(epochs=1, lr=5e-4, batch_size=16, max_len=64, qa_max_len=64, qa_doc_stride=32,
+                                max_train_examples=200, max_eval_examples=100, probe_max_train=200),
+        run=RunConfig(log_every=2, eval_batches=2),
+    )
+
+
+def _preset_cpu_small() -> ExperimentConfig:
+    # Sized by ../shared/SCIENCE.md's pilot: hidden 128, 2 layers, vocab 8192, sequence 128, batch 32.
+    return ExperimentConfig(
+        preset="cpu-small",
+        model=ModelConfig(vocab_size=8192, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
+                          max_position=128),
+        data=DataConfig(seq_len=128),
+        # 200 steps (~0.8 M tokens) so that the main job's 15 pretraining runs and 15 fine-tuning suites fit
+        # 20 minutes on 2 cores; at this scale (and at 800 steps) pretraining teaches little: see README.
+        optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=200),
+        finetune=FinetuneConfig(epochs=4, lr=1e-3, batch_size=32, max_len=64, qa_max_len=128, qa_doc_stride=64,
+                                max_train_examples=1000, max_eval_examples=500, probe_max_train=2000),
+        run=RunConfig(log_every=20, eval_every=50, eval_batches=8),
+    )
+
+
+def _preset_gpu_quick() -> ExperimentConfig:
+    # One H200-class GPU, a quarter hour for the whole main job, all phases: a bert-mini-wide, 4-layer
+    # encoder, big batches in bf16, four trials sharing the GPU; the fine-tuning rate chosen on dev per
+    # (run, task). Sized with the planner (python sweeps/objective_weights.py --preset gpu-quick --plan).
+    return ExperimentConfig(
+        preset="gpu-quick",
+        model=ModelConfig(vocab_size=16384, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024,
+                          max_position=128),
+        data=DataConfig(seq_len=128, loader_workers=2),
+        optim=OptimConfig(lr=1e-3, batch_size=128, max_steps=2000, warmup_frac=0.06),
+        finetune=FinetuneConfig(epochs=3, lr=3e-4, lr_grid="1e-4,3e-4,1e-3", batch_size=32, max_len=128,
+                                qa_max_len=128, qa_doc_stride=64, max_train_examples=2000, max_eval_examples=1000,
+                                probe_max_train=2000),
+        run=RunConfig(log_every=100, eval_every=500, eval_batches=16, checkpoint_every=500, precision="bf16"),
+    )
+
+
+def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, batch: int, lr: float) -> ExperimentConfig:
+    # The published BERT family (Turc et al. 2019 for mini/small; Devlin et al. 2019 for base): GPU sizes.
+    return ExperimentConfig(
+        preset=name,
+        model=ModelConfig(vocab_size=30522, hidden_size=hidden, num_layers=layers, num_heads=heads,
+                          intermediate_size=4 * hidden, max_position=512),
+        optim=OptimConfig(lr=lr, batch_size=batch, max_steps=steps, warmup_frac=0.06),
+        data=DataConfig(seq_len=128, loader_workers=4),
+        finetune=FinetuneConfig(epochs=3, lr=5e-5 if hidden >= 768 else 1e-4, batch_size=32, max_len=128,
+                                lr_grid="2e-5,5e-5,1e-4" if hidden >= 768 else "5e-5,1e-4,3e-4"),
+        run=RunConfig(log_every=50, eval_every=1000, eval_batches=20, checkpoint_every=1000),
+    )
+
+
+PRESETS: dict[str, Any] = {
+    "smoke": _preset_smoke,
+    "cpu-small": _preset_cpu_small,
+    "gpu-quick": _preset_gpu_quick,
+    "bert-mini": lambda: _bert_family("bert-mini", 256, 4, 4, steps=20_000, batch=256, lr=1e-3),
+    "bert-small": lambda: _bert_family("bert-small", 512, 4, 8, steps=50_000, batch=256, lr=5e-4),
+    "bert-base": lambda: _bert_family("bert-base", 768, 12, 12, steps=100_000, batch=256, lr=1e-4),
+}
+
+
+def build_config(preset: str = "cpu-small", variant: str | None = None,
+                 overrides: list[str] | tuple[str, ...] | dict[str, Any] = ()) -> ExperimentConfig:
+    """A preset, optionally switched to a named variant, with dotted overrides applied last."""
+    _choice("preset", preset, tuple(PRESETS))
+    cfg = PRESETS[preset]()
+    if variant is not None:
+        cfg = cfg.replace(objective=objective_for_variant(variant))
+    return apply_overrides(cfg, overrides) if overrides else cfg
