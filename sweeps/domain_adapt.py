@@ -113,13 +113,13 @@ def default_lr(cfg: ExperimentConfig, args: argparse.Namespace) -> float:
     return cfg.optim.lr * LR_FACTOR
 
 
-def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
+def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "") -> Phase:
     """``phases.finetune_phase``, with the base checkpoint fine-tuned seeds x finetune-seeds times."""
     before = [m for m in measured if m["run_id"].startswith(f"{BEFORE}-")]
-    phase = phases.finetune_phase([m for m in measured if m not in before], tasks, args)
+    phase = phases.finetune_phase([m for m in measured if m not in before], tasks, args, root)
     if before:
         more = argparse.Namespace(**{**vars(args), "finetune_seeds": args.seeds * args.finetune_seeds})
-        extra = phases.finetune_phase(before, tasks, more).param_space["spec"]["grid_search"]
+        extra = phases.finetune_phase(before, tasks, more, root).param_space["spec"]["grid_search"]
         phase.param_space["spec"]["grid_search"] += extra
     return phase
 
@@ -135,7 +135,7 @@ def run(ctx: Context):
         print("no completed pretraining run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
         return None, measure, None
-    return None, measure, run_phase(finetune_phase(measured, ctx.tasks, args), ctx.root, args, ctx.progress)
+    return None, measure, run_phase(finetune_phase(measured, ctx.tasks, args, ctx.root), ctx.root, args, ctx.progress)
 
 
 # ------------------------------------------------------------------ report

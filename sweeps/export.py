@@ -106,12 +106,12 @@ def write_table(table: pa.Table, root: str, name: str) -> str:
 
 
 def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -> str:
+    """Write the three tables, the data dictionary (export/README.md) and the TensorBoard HParams view."""
     from trainables.checkpoint import code_version
-
-    version = code_version()
     from trainables.intrinsic import metric_columns
     from trainables.objectives import OBJECTIVES
 
+    version = code_version()
     rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]
     runs = schema.build_table("runs", rows, tuple(OBJECTIVES), version, metric_columns())
     evals, preds, failed = finetune_tables(finetune_grid or [])
@@ -123,10 +123,53 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
     for name, parts in (("evals", evals), ("predictions", preds)):
         empty = schema.build_table(name, [], code_version=version)
         tables.append(pa.concat_tables([_conform(t, empty.schema) for t in parts]) if parts else empty)
-    for name, table in zip(("evals", "predictions"), select_tables(*tables)):  # the rate chosen on dev
-        write_table(table.replace_schema_metadata(tables[0 if name == "evals" else 1].schema.metadata), root, name)
+    selected = select_tables(*tables)  # the fine-tuning rate chosen on dev
+    for name, table, empty in zip(("evals", "predictions"), selected, tables):
+        write_table(table.replace_schema_metadata(empty.schema.metadata), root, name)
     write_table(runs, root, "runs")
+    write_text(schema.data_dictionary(tuple(OBJECTIVES), metric_columns()), root, "README.md")
+    if "://" not in root:
+        write_hparams(runs.to_pandas(), selected[0].to_pandas(), f"{root}/tensorboard/hparams")
     return f"{root}/export"
+
+
+def write_text(text: str, root: str, name: str) -> str:
+    import pyarrow.fs as pafs
+
+    fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+    fs.create_dir(f"{base}/export", recursive=True)
+    with fs.open_output_stream(f"{base}/export/{name}") as f:
+        f.write(text.encode())
+    return f"{base}/export/{name}"
+
+
+def write_hparams(runs, evals, logdir: str) -> None:
+    """TensorBoard's HParams table: every pretraining run's variant, weights, mask ratio and seeds against
+    its intrinsic metrics and its downstream scores (mean over fine-tuning seeds, and their average)."""
+    import math
+    import shutil
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    shutil.rmtree(logdir, ignore_errors=True)  # rewritten whole at every export
+    params = ["variant", "phase", *[c for c in runs.columns if c.endswith("_weight")], "mask_ratio", "masking",
+              "input_format", "pretrain_seed", "data_seed", "budget", "status"]
+    skip = set(params) | {"run_id", "stop_reason", "checkpoint", "config_json"}
+    prim = evals[evals["is_primary"] & (evals["mode"] == "finetune")] if len(evals) else evals
+    scores = prim.groupby(["run_id", "task"])["value"].mean() if len(prim) else None
+    writer = SummaryWriter(log_dir=logdir)
+    for row in runs.to_dict("records"):
+        hp = {k: (row[k] if isinstance(row[k], (str, bool)) else float(row[k])) for k in params
+              if k in row and row[k] is not None and not (isinstance(row[k], float) and math.isnan(row[k]))}
+        metrics = {f"run/{k}": float(v) for k, v in row.items() if k not in skip and isinstance(v, (int, float))
+                   and not isinstance(v, bool) and math.isfinite(float(v))}
+        if scores is not None and row["run_id"] in scores.index.get_level_values(0):
+            mine = scores.loc[row["run_id"]]
+            metrics.update({f"task/{t}": float(v) for t, v in mine.items()})
+            metrics["task/mean"] = float(mine.mean())
+        if metrics:
+            writer.add_hparams(hp, metrics, run_name=row["run_id"])
+    writer.close()
 
 
 def export_from_experiment(root: str) -> str:

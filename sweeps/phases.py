@@ -63,7 +63,7 @@ def measure_phase(specs: list[dict], args, root: str, probe_tasks: list[str]) ->
                  pretrain_resources(args), max_concurrent=args.max_concurrent)
 
 
-def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
+def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "") -> Phase:
     """Each completed measurement run x fine-tuning seed, as Ray trials (they spread over a cluster)."""
 
     from trainables.tune_adapters import finetune_trainable
@@ -73,7 +73,8 @@ def finetune_phase(measured: list[dict], tasks: list[str], args) -> Phase:
     for spec in specs:
         spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}"
     return Phase("finetune", flatten(finetune_trainable),
-                 {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial},
+                 {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial, "phase": "finetune",
+                  "storage_path": root},
                  {"CPU": args.cpus_per_trial, **({"GPU": args.gpus_per_trial} if args.gpus_per_trial else {})},
                  max_concurrent=args.max_concurrent)
 
@@ -97,7 +98,7 @@ def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: li
         print("no completed measurement run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
         return measure, None
-    finetune = run_phase(finetune_phase(measured, tasks, args), root, args, progress)
+    finetune = run_phase(finetune_phase(measured, tasks, args, root), root, args, progress)
     return measure, finetune
 
 def completed_measurements(measure_grid) -> list[dict]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ray import tune
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
 from trainables.config import ConfigError
 
@@ -23,7 +24,7 @@ def init_ray(args: argparse.Namespace) -> None:
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # run_phase adds the JSON and CSV loggers
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
     else:
@@ -65,7 +66,10 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
                                         scheduler=phase.scheduler, max_concurrent_trials=phase.max_concurrent or None,
                                         trial_dirname_creator=_trial_dirname, trial_name_creator=_trial_name),
             run_config=tune.RunConfig(
-                name=phase.name, storage_path=root, callbacks=[progress], verbose=0,
+                name=phase.name, storage_path=root, verbose=0,
+                # Tune's result.json and progress.csv per trial, but not its TensorBoard logger: each run
+                # writes its own one stream (trainables.tune_adapters.tensorboard_dir)
+                callbacks=[progress, CSVLoggerCallback(), JsonLoggerCallback()],
                 failure_config=tune.FailureConfig(max_failures=2),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
     try:

@@ -199,3 +199,35 @@ def test_cli_runs_a_benchmark_from_local_hub_schema_files(tiny_checkpoint, tmp_p
     rc = main(["--checkpoint", str(tiny_checkpoint), "--task-data", f"mnli={FIXTURES / 'glue_mnli'}", "--seeds", "1",
                "--preset", "smoke", "--set", "run.device=cpu", "--out", str(out)])
     assert rc == 0 and set(pq.read_table(out / "evals.parquet").column("task").to_pylist()) == {"mnli_m", "mnli_mm"}
+
+
+def _scalars(logdir) -> dict[str, list]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_fine_tuning_logs_loss_dev_and_test_to_tensorboard_without_changing_what_is_trained(tiny_checkpoint, cfg,
+                                                                                         tmp_path):
+    task = [load_hub_task("mrpc", FIXTURES / "glue_mrpc")]
+    plain = run_finetuning(tiny_checkpoint, [], [3], cfg, datasets=task).to_tables()[1]
+    logged = run_finetuning(tiny_checkpoint, [], [3], cfg, datasets=task, tensorboard_dir=str(tmp_path / "tb"))
+    assert logged.to_tables()[1].column("prediction").to_pylist() == plain.column("prediction").to_pylist()
+    assert len(list((tmp_path / "tb").glob("events.out.tfevents.*"))) == 1  # one stream for the whole run
+    tags = _scalars(tmp_path / "tb")
+    lr = f"lr{cfg.finetune.rates[0]:g}"
+    assert len(tags[f"mrpc/{lr}/train_loss"]) >= 1
+    assert [s for s, _ in tags[f"mrpc/{lr}/dev_f1"]] == [100 * (e + 1) for e in range(cfg.finetune.epochs)]
+    test_f1 = {e.metric: e.value for e in logged.evals}["f1"]
+    assert tags[f"mrpc/{lr}/test_f1"] == [(0, pytest.approx(test_f1))]
+
+
+def test_fine_tuning_dropout_replaces_the_pretraining_dropout(tiny_checkpoint):
+    from trainables.finetune.heads import build_head_model
+
+    spec = load_hub_task("mrpc", FIXTURES / "glue_mrpc").spec
+    model = build_head_model(tiny_checkpoint, spec, 0, dropout=0.3)
+    assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == 0.3
+    assert sum(isinstance(m, __import__("torch").nn.Dropout) and m.p == 0.3 for m in model.modules()) >= 2

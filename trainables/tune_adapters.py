@@ -53,6 +53,17 @@ def _probe_score(checkpoint_dir: str, cfg: ExperimentConfig, tasks: list[str]) -
     return {"probe_score": sum(scores.values()) / len(scores), **{f"probe/{k}": v for k, v in scores.items()}}
 
 
+def tensorboard_dir(config: dict[str, Any], name: str) -> str:
+    """Where a trial's one event stream goes: ``<experiment>/tensorboard/<phase>/<run>`` beside the
+    phases (not inside a checkpoint, so Tune's checkpoint copies do not repeat it), or the trial's own
+    folder when the experiment is on remote storage."""
+    root = config.get("storage_path") or ""
+    phase = config.get("phase") or "finetune"
+    if root and "://" not in root:
+        return f"{root}/tensorboard/{phase}/{name}"
+    return str(Path(tune.get_context().get_trial_dir()) / "tensorboard")
+
+
 def _restore_into(out_dir: Path) -> None:
     """Copy Tune's last checkpoint of this trial (if any) where the core resumes from."""
     ckpt = tune.get_checkpoint()
@@ -97,8 +108,10 @@ def pretrain_trainable(config: dict[str, Any]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     _restore_into(out_dir)
     report = _make_report(cfg, list(config.get("probe_tasks", [])), tune.report, tune.Checkpoint)
+    name = config.get("run_id") or f"search-{tune.get_context().get_trial_id()}"
     try:
-        result = run_pretraining(cfg, out_dir, report, device="cpu" if not torch.cuda.is_available() else None)
+        result = run_pretraining(cfg, out_dir, report, device="cpu" if not torch.cuda.is_available() else None,
+                                 tensorboard_dir=tensorboard_dir(config, name))
     except NonFiniteLossError as e:
         tune.report({"failed": 1.0, "stop_reason": str(e)})
         return
@@ -187,7 +200,9 @@ def finetune_trainable(config: dict[str, Any]) -> None:
             log.info("%s", {k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 
         result = run_finetuning(checkpoint, list(config["tasks"]), [seed], cfg, run_id=config["run_id"],
-                                mode=config.get("mode", "finetune"), report=progress)
+                                mode=config.get("mode", "finetune"), report=progress,
+                                tensorboard_dir=tensorboard_dir(config, f"{config['run_id']}-ft{seed}")
+                                if cfg.run.tensorboard else None)
         out = Path(tmp) / "rows"
         write_tables(result, out, select=False)  # the sweep's export chooses the rate across fine-tuning seeds
         primary = [e.value for e in result.evals if e.is_primary and math.isfinite(e.value)]

@@ -115,9 +115,34 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     assert set(evals.task) == {"sentiment", "ner"} and set(evals.run_id) == set(measure.run_id)
     assert len(preds) > 0 and set(preds.run_id) == set(measure.run_id)
     assert "full - none" in second.stdout and (tmp_path / "s" / "report" / "contributions.md").exists()
+    _check_tensorboard(tmp_path / "s", set(measure.run_id), set(evals.task))
 
     t0 = time.time()
     third = subprocess.run(_command(tmp_path, "--resume"), capture_output=True, text=True, timeout=300,
                            env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
     assert third.returncode == 0 and not _started(third.stdout), third.stdout[-2000:]
     assert time.time() - t0 < 120
+
+
+def _check_tensorboard(root: Path, measured: set[str], tasks: set[str]) -> None:
+    """One event stream per run, named by phase and run (variant-seed), nowhere else; fine-tuning
+    streams hold per-task loss, dev and test scalars; the HParams table has a row per run."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tb = root / "tensorboard"
+    streams = {p.parent.relative_to(tb).as_posix() for p in tb.rglob("events.out.tfevents.*")}
+    outside = [p for p in root.rglob("events.out.tfevents.*") if tb not in p.parents]
+    assert not outside, outside  # no copies inside checkpoints, no Tune logger of its own
+    assert {f"measure/{r}" for r in measured} <= streams
+    assert {s.split("/")[0] for s in streams} == {"search", "measure", "finetune", "hparams"}
+    acc = EventAccumulator(str(tb / "finetune" / f"{sorted(measured)[0]}-ft0"))
+    acc.Reload()
+    for task in tasks:
+        kinds = {t.split("/")[-1].split("_")[0] for t in acc.Tags()["scalars"] if t.startswith(f"{task}/")}
+        assert kinds >= {"train", "dev", "test"}, (task, acc.Tags()["scalars"])
+    rows = {s.split("/")[1] for s in streams if s.startswith("hparams/")}
+    assert measured <= rows
+    acc = EventAccumulator(str(tb / "hparams" / sorted(measured)[0]))
+    acc.Reload()
+    assert acc.PluginTagToContent("hparams")  # the run's hyperparameters ...
+    assert any(t.startswith("task/") for t in acc.Tags()["scalars"])  # ... against its downstream scores

@@ -86,38 +86,80 @@ def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, 
 
 
 def finetune_one(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
-                 run_id: str) -> tuple[FinetuneResult, dict[str, float]]:
+                 run_id: str, writer=None) -> tuple[FinetuneResult, dict[str, float]]:
     """Fine-tune one head with one seed at each rate of ``finetune.rates``: test records (with the dev
     metric beside them, which selects the rate) for each reported split; the best rate's dev metrics."""
     result, best = FinetuneResult(), {}
     for lr in cfg.finetune.rates:
-        part, dev = _finetune_at(ck, data, seed, cfg, device, run_id, lr)
+        part, dev = _finetune_at(ck, data, seed, cfg, device, run_id, lr, writer)
         result.extend(part)
         if not best or dev[data.spec.metric] > best[data.spec.metric]:
             best = dev
     return result, best
 
 
+class TrainLog:
+    """TensorBoard scalars of one (task, rate) fine-tuning: the training loss (summed on the device, read
+    every ``every`` steps), the dev metrics after each epoch, the test metrics at the end."""
+
+    def __init__(self, writer, prefix: str, dev_score: Callable[[], dict[str, float]], every: int = 10):
+        self.writer, self.prefix, self.dev_score, self.every = writer, prefix, dev_score, every
+        self.loss, self.n, self.last = 0.0, 0, 0
+
+    def step(self, step: int, loss) -> None:
+        self.loss, self.n, self.last = self.loss + loss, self.n + 1, step
+        if self.n == self.every:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.n:
+            self.writer.add_scalar(f"{self.prefix}/train_loss", float(self.loss) / self.n, self.last)
+            self.loss, self.n = 0.0, 0
+
+    def epoch(self, epoch: float) -> None:
+        self._flush()
+        for m, v in self.dev_score().items():
+            self.writer.add_scalar(f"{self.prefix}/dev_{m}", v, round(epoch * 100))  # x-axis: epoch x 100
+
+    def test(self, values: dict[str, float], split: str) -> None:
+        for m, v in values.items():
+            self.writer.add_scalar(f"{self.prefix}/{split}_{m}", v, 0)
+
+
 def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
-                 run_id: str, lr: float) -> tuple[FinetuneResult, dict[str, float]]:
+                 run_id: str, lr: float, writer=None) -> tuple[FinetuneResult, dict[str, float]]:
     t0 = time.perf_counter()
     ft, spec, tok = replace(cfg.finetune, lr=lr), data.spec, ck.tokenizer
     rng = np.random.default_rng(seed)  # the same training subset and order at every rate
     train_rows = subsample(data["train"], ft.max_train_examples, rng)
-    model = build_head_model(ck.path, spec, seed).to(device)
-    train_model(model, encode_split(data, train_rows, tok, ft, ck.max_position, True), ft, rng, device,
-                tok.pad_token_id, cfg.run.precision)
-    result, dev_metrics = FinetuneResult(), {}
-    for split, task_name in [("dev", ""), *spec.reported_names().items()]:
+    model = build_head_model(ck.path, spec, seed, ft.dropout).to(device)
+
+    def evaluate(split: str):
         rows = subsample(data[split], ft.max_eval_examples, None)
         enc = encode_split(data, rows, tok, ft, ck.max_position, False)
         logits = predict_logits(model, enc, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
-        preds, golds = get_task_type(spec.type).decode(spec, rows, enc, logits, ft)
+        return rows, *get_task_type(spec.type).decode(spec, rows, enc, logits, ft)
+
+    last_dev = {}  # the logger's dev evaluation after the last epoch is of the final model: not repeated
+
+    def dev_now() -> dict[str, float]:
+        last_dev["dev"] = evaluate("dev")
+        return score(spec, *last_dev["dev"][1:])
+
+    logger = TrainLog(writer, f"{spec.name}/lr{lr:g}", dev_now) if writer else None
+    train_model(model, encode_split(data, train_rows, tok, ft, ck.max_position, True), ft, rng, device,
+                tok.pad_token_id, cfg.run.precision, logger)
+    result, dev_metrics = FinetuneResult(), {}
+    for split, task_name in [("dev", ""), *spec.reported_names().items()]:
+        rows, preds, golds = last_dev.pop(split) if split in last_dev else evaluate(split)
         if split == "dev":
             dev_metrics = score(spec, preds, golds)
             continue
-        result.extend(_records(run_id, spec, seed, "finetune", task_name, rows, preds, golds,
-                               time.perf_counter() - t0, lr, dev_metrics))
+        part = _records(run_id, spec, seed, "finetune", task_name, rows, preds, golds, time.perf_counter() - t0,
+                        lr, dev_metrics)
+        if logger is not None:
+            logger.test({e.metric: e.value for e in part.evals}, split)
+        result.extend(part)
     return result, dev_metrics
 
 
@@ -133,8 +175,8 @@ def _load_all(tasks: list[str], task_files: list[tuple[str, str]], cfg: Experime
 
 def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], cfg: ExperimentConfig, *,
                    run_id: str = "", mode: str = "finetune", report: Report | None = None, device=None,
-                   task_files: list[tuple[str, str]] | tuple = (), datasets: list[TaskData] | None = None
-                   ) -> FinetuneResult:
+                   task_files: list[tuple[str, str]] | tuple = (), datasets: list[TaskData] | None = None,
+                   tensorboard_dir: str | None = None) -> FinetuneResult:
     """Fine-tune (or probe) ``checkpoint`` on each task with each seed; records in the export schema.
 
     ``checkpoint`` is a checkpoint directory; the untrained baseline is one too
@@ -142,6 +184,8 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
     ``task_files`` adds user tasks as (path, type); ``datasets`` adds already-loaded TaskData.
     ``run_id`` defaults to the checkpoint directory's name. ``report(metrics)`` is called after each
     (task, seed) with the test metrics, the dev metrics (``dev/...``) and progress counts.
+    ``tensorboard_dir``: one event stream with, per task and rate, the training loss, the dev metrics
+    after each epoch and the test metrics (scalars ``<task>/lr<rate>/...``).
     """
     if mode not in MODES:
         raise TaskError(f"mode={mode!r} is not valid; allowed: {', '.join(MODES)}")
@@ -151,11 +195,16 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
     all_data = _load_all(list(tasks), list(task_files), cfg) + list(datasets or [])
     encoder = load_encoder(ck, dev) if mode == "probe" else None
     result, done, total = FinetuneResult(), 0, len(all_data) * len(seeds)
+    writer = None
+    if tensorboard_dir and mode == "finetune":
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=tensorboard_dir)
     for data in all_data:
         for seed in seeds:
             t0 = time.perf_counter()
             if mode == "finetune":
-                part, dev_metrics = finetune_one(ck, data, seed, cfg, dev, run_id)
+                part, dev_metrics = finetune_one(ck, data, seed, cfg, dev, run_id, writer)
             else:
                 part, dev_metrics = _probe_records(ck, encoder, data, seed, cfg, dev, run_id, t0), {}
             result.extend(part)
@@ -167,6 +216,8 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
                         **{f"{r.task}/{r.metric}": r.value for r in part.evals},
                         **{f"dev/{data.spec.name}/{m}": v for m, v in dev_metrics.items()},
                         "wall_time_s": time.perf_counter() - t0})
+    if writer is not None:
+        writer.close()
     return result
 
 

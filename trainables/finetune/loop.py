@@ -33,8 +33,12 @@ def build_optimizer(model: torch.nn.Module, ft: FinetuneConfig, total_steps: int
 
 
 def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generator, device: torch.device,
-                pad_id: int, precision: str = "auto") -> int:
-    """Fine-tune in place for ``ft.epochs`` (fractional epochs allowed); returns the optimizer steps."""
+                pad_id: int, precision: str = "auto", logger=None) -> int:
+    """Fine-tune in place for ``ft.epochs`` (fractional epochs allowed); returns the optimizer steps.
+
+    ``logger`` (optional) gets ``step(step, loss)`` after every step and ``epoch(epoch)`` after each
+    epoch, the last one after the final step; it must not draw from torch's RNG (dev scoring in eval
+    mode does not), so logging never changes what is trained."""
     n_batches = math.ceil(len(enc.inputs) / ft.batch_size)
     total = max(1, math.ceil(ft.epochs * n_batches))
     opt, sched = build_optimizer(model, ft, total)
@@ -54,8 +58,13 @@ def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generato
                 sched.step()
                 opt.zero_grad(set_to_none=True)
                 step += 1
+                if logger is not None:
+                    logger.step(step, loss.detach())
                 if step >= total:
                     break
+            if logger is not None:
+                logger.epoch(step / n_batches)
+                model.train()
     return step
 
 
