@@ -238,6 +238,7 @@ class FinetuneConfig:
     batch_size: int = 32
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
+    dropout: float = 0.1  # hidden and attention dropout while fine-tuning (BERT's), whatever pretraining used
     max_len: int = 128  # sequence classification and tagging
     qa_max_len: int = 384
     qa_doc_stride: int = 128
@@ -261,6 +262,7 @@ class FinetuneConfig:
             grid = [-1.0]
         _require(all(x > 0 for x in grid), f"finetune.lr_grid={self.lr_grid!r} must be comma-separated rates > 0")
         _require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
+        _require(0.0 <= self.dropout < 1.0, f"finetune.dropout={self.dropout} must be in [0, 1)")
         _require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
         _require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")
         _require(0 < self.qa_doc_stride < self.qa_max_len,

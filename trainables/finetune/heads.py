@@ -30,13 +30,15 @@ def _quiet_loading():
         hf_logging.set_verbosity(before)
 
 
-def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int):
-    """The task type's transformers head on the checkpoint's encoder; the new head seeded by ``seed``."""
+def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float = 0.1):
+    """The task type's transformers head on the checkpoint's encoder; the new head seeded by ``seed``.
+    ``dropout`` (``finetune.dropout``) replaces the pretraining dropout stored in the checkpoint's config."""
     import transformers
 
     task_type = get_task_type(spec.type)
     cls = getattr(transformers, task_type.head)
-    kwargs: dict[str, Any] = task_type.head_kwargs(spec.labels)
+    kwargs: dict[str, Any] = {**task_type.head_kwargs(spec.labels), "hidden_dropout_prob": dropout,
+                              "attention_probs_dropout_prob": dropout}
     with torch.random.fork_rng(devices=[]), _quiet_loading():  # new heads are drawn from the global RNG
         torch.manual_seed(seed)
         return cls.from_pretrained(str(checkpoint), **kwargs)
