@@ -111,6 +111,10 @@ class Progress(tune.Callback):
             c["stopped"] += 1
             self._line(f"{trial} stopped early by ASHA at step {int(last.get('step', 0))}")
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self._c()["running"] -= 1  # on_trial_start counts it again when it restarts
+        self._line(f"{trial} lost its worker; retried from its last checkpoint")
+
     def on_trial_error(self, iteration, trials, trial, **info):
         c = self._c()
         c["running"] -= 1

@@ -145,8 +145,39 @@ def test_token_auth_cluster_scales_and_refuses_a_wrong_token():
     assert summary["worker_nodes_started"] >= 1
 
 
+def _stop_the_node_running(trial_dir: Path) -> int:
+    """Kill the (fake) node that runs this trial as a preempted spot node goes: its raylet and every
+    worker process under it. The trial's pid is in its first result; its raylet is an ancestor."""
+    import psutil
+
+    pid = json.loads((trial_dir / "result.json").read_text().splitlines()[0])["pid"]
+    raylet = next(p for p in psutil.Process(pid).parents() if "raylet" in p.name())
+    for proc in [raylet, *raylet.children(recursive=True)]:  # the node and every process on it, at once
+        proc.kill()
+    return pid
+
+
+def _watch_and_stop_a_node(run: subprocess.Popen, experiment: Path, deadline: float) -> Path | None:
+    """While the sweep runs: when a measurement trial has its first checkpoint in storage (and is not
+    done), stop its node. Returns the trial's directory (None if every trial finished first)."""
+    stopped = None
+    while run.poll() is None and time.time() < deadline:
+        if stopped is None:
+            for trial in experiment.glob("measure/*/"):
+                results = (trial / "result.json").read_text().splitlines() if (trial / "result.json").exists() else []
+                if any(trial.glob("checkpoint_*")) and results and not json.loads(results[-1]).get("final"):
+                    _stop_the_node_running(trial)
+                    stopped = trial
+                    break
+        time.sleep(0.05)
+    run.wait(timeout=max(1, deadline - time.time()))
+    return stopped
+
+
 @pytest.mark.timeout(900)
-def test_smoke_sweep_runs_on_autoscaled_workers(tmp_path):
+def test_smoke_sweep_survives_a_stopped_worker_node(tmp_path):
+    """The real smoke sweep on autoscaled workers; one worker node is stopped mid-measurement. Its trial
+    finishes elsewhere from its checkpoint (no step trained twice) and the export holds every run once."""
     storage, name = tmp_path / "shared-storage", "smoke-autoscale"
     env = {**os.environ, **TEST_ENV, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     with local.local_autoscaling_cluster(env=TEST_ENV) as cluster:
@@ -154,15 +185,18 @@ def test_smoke_sweep_runs_on_autoscaled_workers(tmp_path):
         command = [sys.executable, str(SWEEP), "--preset", "smoke",
                    "--address", cluster.address, "--storage", str(storage), "--name", name,
                    "--cpus-per-trial", "1", "--gpus-per-trial", "0", "--max-concurrent", "2",
-                   "--num-samples", "2", "--seeds", "1", "--tasks", "sentiment,pos"]
-        run = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=840)
+                   "--num-samples", "2", "--seeds", "1", "--tasks", "sentiment,pos",
+                   "--set", "optim.max_steps=400", "--set", "run.eval_every=40"]
+        with open(tmp_path / "sweep.log", "w") as out:
+            run = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+            stopped = _watch_and_stop_a_node(run, storage / name, time.time() + 840)
         workers = local.worker_nodes(cluster.address)
-        _report("smoke-sweep", started, workers)
+        _report("smoke-sweep-node-stopped", started, workers)
     _assert_no_leftovers(cluster)
 
-    assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
-    assert len(workers) >= 1
+    log = "\n".join((tmp_path / "sweep.log").read_text().splitlines()[-80:])
+    assert run.returncode == 0, log
+    assert stopped is not None, "every measurement run finished before a node could be stopped\n" + log
     export = storage / name / "export"
     for table in ("runs", "evals", "predictions"):
         assert (export / f"{table}.parquet").is_file(), f"missing {table}.parquet in {export}"
@@ -170,5 +204,13 @@ def test_smoke_sweep_runs_on_autoscaled_workers(tmp_path):
     import pandas as pd
 
     runs = pd.read_parquet(export / "runs.parquet")
-    assert len(runs) > 0 and set(runs["status"]) <= {"completed", "stopped_early"}
-    assert len(pd.read_parquet(export / "evals.parquet")) > 0
+    measure = runs[runs.phase == "measure"]
+    assert runs.run_id.is_unique and (measure.status == "completed").all(), runs[["run_id", "status"]]
+    assert stopped.name in set(measure.run_id)
+    evals = pd.read_parquet(export / "evals.parquet")
+    assert set(evals.run_id) == set(measure.run_id)
+    assert not evals.duplicated(["run_id", "task", "finetune_seed", "mode", "metric", "lr"]).any()
+    results = [json.loads(line) for line in (stopped / "result.json").read_text().splitlines()]
+    steps = [r["step"] for r in results]
+    assert steps == sorted(set(steps)) and results[-1].get("final") == 1.0  # resumed, not restarted
+    assert len({r["pid"] for r in results}) == 2  # finished by another worker process than it began in

@@ -72,7 +72,7 @@ def test_adapted_config_is_mlm_only_from_the_checkpoint_at_a_tenth_of_the_lr(smo
 def test_base_checkpoint_gets_seeds_x_finetune_seeds_finetunings():
     ids = ("before-s0", "domain_adapt-s0", "domain_adapt-s1")
     measured = [{"run_id": r, "cfg": {}, "checkpoint": r} for r in ids]
-    args = argparse.Namespace(finetune_seeds=2, seeds=2, cpus_per_trial=1, max_concurrent=0)
+    args = argparse.Namespace(finetune_seeds=2, seeds=2, cpus_per_trial=1, gpus_per_trial=0, max_concurrent=0)
     specs = domain_adapt.finetune_phase(measured, ["sentiment"], args).param_space["spec"]["grid_search"]
     seeds = {}
     for s in specs:

@@ -1,0 +1,69 @@
+"""Live progress: a tqdm status per phase on a terminal, plain lines in a log, counts that add up."""
+
+import io
+
+from sweeps.progress import Progress
+
+
+class Trial:
+    def __init__(self, name):
+        self.trial_id, self.local_path = name, f"/x/{name}"
+
+    def __str__(self):
+        return self.trial_id
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _events(p: Progress) -> None:
+    a, b, c, d = Trial("full-s0"), Trial("none-s0"), Trial("search-1"), Trial("mlm_only-s0")
+    p.begin("measure", 4)
+    for t in (a, b, c, d):
+        p.on_trial_start(0, [], t)
+    p.on_trial_recover(0, [], d)  # its node was lost: Tune restarts it from its checkpoint
+    p.on_trial_start(0, [], d)
+    p.on_trial_result(0, [], a, {"step": 200, "final": 1.0})
+    p.on_trial_complete(0, [], a)
+    p.on_trial_result(0, [], b, {"failed": 1.0, "stop_reason": "loss became nan by step 3"})
+    p.on_trial_complete(0, [], b)
+    p.on_trial_result(0, [], c, {"step": 50})
+    p.on_trial_complete(0, [], c)  # no final result: ASHA stopped it
+    p.end("measure")
+
+
+def test_a_log_file_gets_one_plain_line_per_event_with_the_counts():
+    out = io.StringIO()
+    p = Progress(out=out)
+    _events(p)
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue() and len(lines) == 12
+    assert lines[-1].split("] ")[1].startswith("measure  1 running, 1 finished, 1 stopped, 1 failed")
+    assert "mlm_only-s0 lost its worker; retried from its last checkpoint" in out.getvalue()
+    assert "none-s0 FAILED: loss became nan by step 3" in out.getvalue()
+    assert p.counts["measure"] == {"running": 1, "finished": 1, "stopped": 1, "failed": 1}
+
+
+def test_a_terminal_gets_one_live_bar_per_phase_and_verbose_gets_the_lines_back():
+    tty = Terminal()
+    _events(Progress(out=tty, planned={"measure": 600}))
+    text = tty.getvalue()
+    assert "\r" in text and "trials |" in text and "started" not in text  # a bar redrawn in place
+    assert "3/4 trials" in text  # finished + stopped + failed
+    verbose = Terminal()
+    _events(Progress(out=verbose, verbose=True))
+    assert "\r" not in verbose.getvalue() and "full-s0 started" in verbose.getvalue()
+
+
+def test_eta_comes_from_the_plan_until_trials_finish_then_from_their_pace():
+    p = Progress(out=io.StringIO(), planned={"measure": 600})
+    p.begin("measure", 4)
+    assert 590 < p.eta() <= 600
+    p.times["measure"][0] -= 100  # 100 s in, one of four done: three more at that pace
+    p.on_trial_start(0, [], Trial("a"))
+    p.on_trial_result(0, [], Trial("a"), {"final": 1.0})
+    p.on_trial_complete(0, [], Trial("a"))
+    assert 295 < p.eta() < 310
+    assert Progress(quiet=True, out=io.StringIO()).live is False
