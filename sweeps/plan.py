@@ -106,11 +106,11 @@ def measure_rate(cfg, steps: int = 6, threads: int = 0) -> float:
 
     import torch
 
-    from trainables.config import apply_overrides
+    from trainables.overrides import apply_overrides
     from trainables.data.batches import Loader, Position
     from trainables.flops import shape_of, step_flops
     from trainables.objectives import get_objective
-    from trainables.pretrain import _initial_model, _pretrain_model, build_optimizer, build_pretraining_data, train_step
+    from trainables.pretrain import initial_model, pretrain_model, build_optimizer, build_pretraining_data, train_step
     from trainables.runtime import autocast, resolve_device
 
     before = torch.get_num_threads()
@@ -121,7 +121,7 @@ def measure_rate(cfg, steps: int = 6, threads: int = 0) -> float:
                                       "data.prepared_root": "", "model.vocab_size": min(cfg.model.vocab_size, 4096)})
         data = build_pretraining_data(probe)
         device = resolve_device(probe.run.device)
-        model = _pretrain_model(probe, _initial_model(probe, data)).to(device)
+        model = pretrain_model(probe, initial_model(probe, data)).to(device)
         opt, sched = build_optimizer(model, probe)
         active = [get_objective(n) for n in probe.objective.active]
         meter, spent, elapsed = {}, 0.0, 0.0

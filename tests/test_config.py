@@ -2,7 +2,8 @@
 
 import pytest
 
-from trainables.config import ConfigError, ModelConfig, ObjectiveConfig, apply_overrides, from_dict, objective_for_variant
+from trainables.config import ConfigError, ModelConfig, ObjectiveConfig, from_dict, objective_for_variant
+from trainables.overrides import apply_overrides
 from trainables.presets import PRESETS, build_config
 from trainables.objectives import OBJECTIVES, VARIANTS
 

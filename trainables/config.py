@@ -2,8 +2,9 @@
 
 Every section is a frozen dataclass validated in ``__post_init__`` with one-line errors that name the
 bad value and what is allowed. ``to_dict`` / ``from_dict`` round-trip the tree through plain dicts
-(Ray Tune's ``param_space``); ``apply_overrides`` takes dotted ``key=value`` strings from the command
-line and rejects unknown keys at once. Presets and variants are plain instances in registries.
+(Ray Tune's ``param_space``); ``trainables.overrides.apply_overrides`` takes dotted ``key=value``
+strings from the command line and rejects unknown keys at once. Presets (``trainables.presets``) and
+variants (``trainables.objectives``) are plain instances in registries.
 
     cfg = build_config("cpu-small", variant="mlm_only", overrides=["objective.mask_ratio=0.3"])
 """
@@ -20,13 +21,15 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message is one line naming the value and what is allowed."""
 
 
-def _require(cond: bool, msg: str) -> None:
+def require(cond: bool, msg: str) -> None:
+    """Raise ConfigError(msg) unless cond: the one-line error of every check."""
     if not cond:
         raise ConfigError(msg)
 
 
-def _choice(name: str, value: Any, allowed: tuple) -> None:
-    _require(value in allowed, f"{name}={value!r} is not valid; allowed: {', '.join(map(str, allowed))}")
+def choice(name: str, value: Any, allowed: tuple) -> None:
+    """``name=value`` must be one of ``allowed``; the error lists them."""
+    require(value in allowed, f"{name}={value!r} is not valid; allowed: {', '.join(map(str, allowed))}")
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,11 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position"):
-            _require(getattr(self, name) >= 1, f"model.{name}={getattr(self, name)} must be a positive integer")
-        _require(self.vocab_size >= 128, f"model.vocab_size={self.vocab_size} must be >= 128")
-        _require(self.hidden_size % self.num_heads == 0,
+            require(getattr(self, name) >= 1, f"model.{name}={getattr(self, name)} must be a positive integer")
+        require(self.vocab_size >= 128, f"model.vocab_size={self.vocab_size} must be >= 128")
+        require(self.hidden_size % self.num_heads == 0,
                  f"model.hidden_size={self.hidden_size} must be divisible by model.num_heads={self.num_heads}")
-        _require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
+        require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
 
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
@@ -60,7 +63,7 @@ DATA_ORDERS = ("per_seed", "fixed")
 BUDGETS = ("steps", "tokens", "flops")
 
 
-def _registry():
+def registry():
     """The objective registry (imported on first use: the objectives import the model, which is heavy)."""
     from trainables import objectives
 
@@ -88,49 +91,49 @@ class ObjectiveConfig:
     options: dict[str, Any] = field(default_factory=dict)  # objective settings, "<objective>.<option>"
 
     def __post_init__(self):
-        reg = _registry()
+        reg = registry()
         unknown = sorted(set(self.weights) - set(reg.OBJECTIVES))
-        _require(not unknown, f"objective weights for {unknown} are not valid; registered objectives: "
+        require(not unknown, f"objective weights for {unknown} are not valid; registered objectives: "
                               f"{', '.join(reg.OBJECTIVES)}")
         object.__setattr__(self, "weights", {n: float(self.weights.get(n, 0.0)) for n in reg.OBJECTIVES})
         known = {f"{o.name}.{k}": v for o in reg.OBJECTIVES.values() for k, v in o.options.items()}
         bad = sorted(set(self.options) - set(known))
-        _require(not bad, f"objective option(s) {bad} are not valid; allowed: {', '.join(known) or 'none'}")
+        require(not bad, f"objective option(s) {bad} are not valid; allowed: {', '.join(known) or 'none'}")
         object.__setattr__(self, "options", {k: type(v)(self.options.get(k, v)) for k, v in known.items()})
         for o in reg.OBJECTIVES.values():
             problem = o.check(o.options_of(self.options)) if o.check else None
-            _require(problem is None, f"objective.{o.name}: {problem}")
-        _choice("objective.variant", self.variant, tuple(reg.VARIANTS) + CUSTOM_VARIANTS)
+            require(problem is None, f"objective.{o.name}: {problem}")
+        choice("objective.variant", self.variant, tuple(reg.VARIANTS) + CUSTOM_VARIANTS)
         if self.input_format == "pair":  # the spelling before the pair construction was a factor of its own
             object.__setattr__(self, "input_format", f"{self.pair_task or 'nsp'}_pairs")
-        _choice("objective.input_format", self.input_format, INPUT_FORMATS)
-        _choice("objective.masking", self.masking, MASKING)
+        choice("objective.input_format", self.input_format, INPUT_FORMATS)
+        choice("objective.masking", self.masking, MASKING)
         for name, w in self.weights.items():
-            _require(w >= 0.0 and w == w, f"objective.{name}_weight={w} must be >= 0")
-        _require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
-        _require(0.0 < self.eval_mask_ratio < 1.0,
+            require(w >= 0.0 and w == w, f"objective.{name}_weight={w} must be >= 0")
+        require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
+        require(0.0 < self.eval_mask_ratio < 1.0,
                  f"objective.eval_mask_ratio={self.eval_mask_ratio} must be in (0, 1)")
-        _require(0.0 <= self.mask_token_frac <= 1.0 and 0.0 <= self.random_token_frac <= 1.0
+        require(0.0 <= self.mask_token_frac <= 1.0 and 0.0 <= self.random_token_frac <= 1.0
                  and self.mask_token_frac + self.random_token_frac <= 1.0,
                  f"objective.mask_token_frac={self.mask_token_frac} + random_token_frac="
                  f"{self.random_token_frac} must each be in [0, 1] and sum to <= 1")
         for n in self.active:
             clash = [m for m in reg.OBJECTIVES[n].excludes if self.weights.get(m, 0) > 0]
-            _require(not clash, f"objective.{n}_weight and {clash[0]}_weight are both on, but {n} cannot train "
+            require(not clash, f"objective.{n}_weight and {clash[0]}_weight are both on, but {n} cannot train "
                                 f"with {clash[0]}" if clash else "")
         pairs = {n: reg.OBJECTIVES[n].pairs for n in self.active if reg.OBJECTIVES[n].pairs}
-        _require(len(set(pairs.values())) <= 1,
+        require(len(set(pairs.values())) <= 1,
                  f"objective weights {', '.join(f'{n}_weight={self.weights[n]}' for n in pairs)}: "
                  f"{' and '.join(pairs)} need differently built pairs and share one pair head; turn one of them off")
         for n, construction in pairs.items():
-            _require(self.input_format == f"{construction}_pairs",
+            require(self.input_format == f"{construction}_pairs",
                      f"objective.input_format={self.input_format!r} cannot train the {n.upper()} loss; "
                      f"use input_format='{construction}_pairs'")
         if self.variant == "none":
-            _require(self.total_weight == 0.0,
+            require(self.total_weight == 0.0,
                      "objective.variant='none' means no pretraining; its weights must all be 0")
         else:
-            _require(self.total_weight > 0.0,
+            require(self.total_weight > 0.0,
                      f"objective weights are all 0 for variant {self.variant!r}; only 'none' may have no loss")
 
     @property
@@ -146,7 +149,7 @@ class ObjectiveConfig:
     def pair_task(self) -> str | None:
         """The pair construction an active objective needs ('nsp' or 'sop'), which decides how pair
         inputs are built; None when no active objective needs one."""
-        reg = _registry()
+        reg = registry()
         return next((reg.OBJECTIVES[n].pairs for n in self.active if reg.OBJECTIVES[n].pairs), None)
 
 
@@ -158,8 +161,8 @@ def data_seed(cfg: "ExperimentConfig") -> int:
 
 def objective_for_variant(name: str, **changes: Any) -> ObjectiveConfig:
     """The objective of a named variant, with optional field changes (e.g. mask_ratio)."""
-    variants = _registry().VARIANTS
-    _choice("variant", name, tuple(variants))
+    variants = registry().VARIANTS
+    choice("variant", name, tuple(variants))
     v = variants[name]
     return ObjectiveConfig(variant=name, **{"weights": dict(v.weights), "input_format": v.input_format, **changes})
 
@@ -187,14 +190,14 @@ class DataConfig:
     loader_workers: int = 0  # 0: batches built in a background thread; N: DataLoader worker processes
 
     def __post_init__(self):
-        _require(bool(self.corpus), "data.corpus is empty; allowed: builtin, synthetic, a path, or hub:NAME")
-        _require(self.seq_len >= 16, f"data.seq_len={self.seq_len} must be >= 16")
-        _require(0.0 < self.heldout_fraction < 0.5, f"data.heldout_fraction={self.heldout_fraction} must be in (0, 0.5)")
-        _require(0.0 <= self.short_seq_prob < 1.0, f"data.short_seq_prob={self.short_seq_prob} must be in [0, 1)")
-        _require(self.max_documents >= 0, f"data.max_documents={self.max_documents} must be >= 0 (0 = all)")
-        _choice("data.data_order", self.data_order, DATA_ORDERS)
-        _require(self.tokenizer_sample >= 1000, f"data.tokenizer_sample={self.tokenizer_sample} must be >= 1000")
-        _require(self.loader_workers >= 0, f"data.loader_workers={self.loader_workers} must be >= 0")
+        require(bool(self.corpus), "data.corpus is empty; allowed: builtin, synthetic, a path, or hub:NAME")
+        require(self.seq_len >= 16, f"data.seq_len={self.seq_len} must be >= 16")
+        require(0.0 < self.heldout_fraction < 0.5, f"data.heldout_fraction={self.heldout_fraction} must be in (0, 0.5)")
+        require(0.0 <= self.short_seq_prob < 1.0, f"data.short_seq_prob={self.short_seq_prob} must be in [0, 1)")
+        require(self.max_documents >= 0, f"data.max_documents={self.max_documents} must be >= 0 (0 = all)")
+        choice("data.data_order", self.data_order, DATA_ORDERS)
+        require(self.tokenizer_sample >= 1000, f"data.tokenizer_sample={self.tokenizer_sample} must be >= 1000")
+        require(self.loader_workers >= 0, f"data.loader_workers={self.loader_workers} must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -216,16 +219,16 @@ class OptimConfig:
     phase2_seq_len: int = 512
 
     def __post_init__(self):
-        _require(self.lr > 0, f"optim.lr={self.lr} must be > 0")
-        _require(self.weight_decay >= 0, f"optim.weight_decay={self.weight_decay} must be >= 0")
-        _require(0.0 <= self.warmup_frac < 1.0, f"optim.warmup_frac={self.warmup_frac} must be in [0, 1)")
-        _require(self.batch_size >= 1, f"optim.batch_size={self.batch_size} must be >= 1")
-        _require(self.grad_accum >= 1, f"optim.grad_accum={self.grad_accum} must be >= 1")
-        _require(self.max_steps >= 0, f"optim.max_steps={self.max_steps} must be >= 0")
-        _require(0 <= self.phase2_steps <= self.max_steps,
+        require(self.lr > 0, f"optim.lr={self.lr} must be > 0")
+        require(self.weight_decay >= 0, f"optim.weight_decay={self.weight_decay} must be >= 0")
+        require(0.0 <= self.warmup_frac < 1.0, f"optim.warmup_frac={self.warmup_frac} must be in [0, 1)")
+        require(self.batch_size >= 1, f"optim.batch_size={self.batch_size} must be >= 1")
+        require(self.grad_accum >= 1, f"optim.grad_accum={self.grad_accum} must be >= 1")
+        require(self.max_steps >= 0, f"optim.max_steps={self.max_steps} must be >= 0")
+        require(0 <= self.phase2_steps <= self.max_steps,
                  f"optim.phase2_steps={self.phase2_steps} must be in [0, optim.max_steps={self.max_steps}]")
-        _require(self.grad_clip >= 0, f"optim.grad_clip={self.grad_clip} must be >= 0 (0 = off)")
-        _choice("optim.budget", self.budget, BUDGETS)
+        require(self.grad_clip >= 0, f"optim.grad_clip={self.grad_clip} must be >= 0 (0 = off)")
+        choice("optim.budget", self.budget, BUDGETS)
 
 
 @dataclass(frozen=True)
@@ -254,20 +257,20 @@ class FinetuneConfig:
         return tuple(float(x) for x in self.lr_grid.split(",") if x.strip()) or (self.lr,)
 
     def __post_init__(self):
-        _require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
-        _require(self.lr > 0, f"finetune.lr={self.lr} must be > 0")
+        require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
+        require(self.lr > 0, f"finetune.lr={self.lr} must be > 0")
         try:
             grid = [float(x) for x in self.lr_grid.split(",") if x.strip()]
         except ValueError:
             grid = [-1.0]
-        _require(all(x > 0 for x in grid), f"finetune.lr_grid={self.lr_grid!r} must be comma-separated rates > 0")
-        _require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
-        _require(0.0 <= self.dropout < 1.0, f"finetune.dropout={self.dropout} must be in [0, 1)")
-        _require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
-        _require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")
-        _require(0 < self.qa_doc_stride < self.qa_max_len,
+        require(all(x > 0 for x in grid), f"finetune.lr_grid={self.lr_grid!r} must be comma-separated rates > 0")
+        require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
+        require(0.0 <= self.dropout < 1.0, f"finetune.dropout={self.dropout} must be in [0, 1)")
+        require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
+        require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")
+        require(0 < self.qa_doc_stride < self.qa_max_len,
                  f"finetune.qa_doc_stride={self.qa_doc_stride} must be in (0, qa_max_len={self.qa_max_len})")
-        _require(self.max_train_examples >= 0 and self.max_eval_examples >= 0,
+        require(self.max_train_examples >= 0 and self.max_eval_examples >= 0,
                  "finetune.max_train_examples / max_eval_examples must be >= 0 (0 = all)")
 
 
@@ -287,13 +290,13 @@ class RunConfig:
     init_checkpoint: str = ""  # continue from this HF BERT checkpoint (dir or hub name) and its tokenizer
 
     def __post_init__(self):
-        _choice("run.precision", self.precision, ("auto", "fp32", "bf16"))
-        _require(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
+        choice("run.precision", self.precision, ("auto", "fp32", "bf16"))
+        require(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                  f"run.device={self.device!r} is not valid; allowed: auto, cpu, cuda, cuda:N")
         for name in ("threads", "eval_every", "checkpoint_every"):
-            _require(getattr(self, name) >= 0, f"run.{name}={getattr(self, name)} must be >= 0")
-        _require(self.log_every >= 1, f"run.log_every={self.log_every} must be >= 1")
-        _require(self.eval_batches >= 1, f"run.eval_batches={self.eval_batches} must be >= 1")
+            require(getattr(self, name) >= 0, f"run.{name}={getattr(self, name)} must be >= 0")
+        require(self.log_every >= 1, f"run.log_every={self.log_every} must be >= 1")
+        require(self.eval_batches >= 1, f"run.eval_batches={self.eval_batches} must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -310,10 +313,10 @@ class ExperimentConfig:
 
     def __post_init__(self):
         longest = max(self.data.seq_len, self.optim.phase2_seq_len if self.optim.phase2_steps else 0)
-        _require(longest <= self.model.max_position,
+        require(longest <= self.model.max_position,
                  f"data.seq_len={longest} exceeds model.max_position={self.model.max_position}; "
                  f"allowed: <= {self.model.max_position}")
-        _require(self.finetune.max_len <= self.model.max_position,
+        require(self.finetune.max_len <= self.model.max_position,
                  f"finetune.max_len={self.finetune.max_len} exceeds model.max_position={self.model.max_position}")
         # QA windows longer than the model are clipped to it rather than rejected: presets share one recipe.
 
@@ -336,7 +339,7 @@ SECTIONS: dict[str, type] = {
 def from_dict(d: dict[str, Any]) -> ExperimentConfig:
     """Inverse of ``ExperimentConfig.to_dict``; unknown keys are errors, missing keys take defaults."""
     unknown = set(d) - set(SECTIONS) - {"preset"}
-    _require(not unknown, f"unknown config section(s) {sorted(unknown)}; allowed: preset, {', '.join(SECTIONS)}")
+    require(not unknown, f"unknown config section(s) {sorted(unknown)}; allowed: preset, {', '.join(SECTIONS)}")
     built: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
         sub = d.get(name, {})
@@ -347,85 +350,15 @@ def from_dict(d: dict[str, Any]) -> ExperimentConfig:
             sub = _weights_from_flat(sub)
         valid = {f.name for f in fields(cls)}
         bad = set(sub) - valid
-        _require(not bad, f"unknown key(s) {sorted(f'{name}.{k}' for k in bad)}; allowed: {', '.join(sorted(valid))}")
+        require(not bad, f"unknown key(s) {sorted(f'{name}.{k}' for k in bad)}; allowed: {', '.join(sorted(valid))}")
         built[name] = cls(**sub)
     return ExperimentConfig(preset=d.get("preset", "custom"), **built)
 
 
 def _weights_from_flat(sub: dict[str, Any]) -> dict[str, Any]:
     """``<objective>_weight`` keys (the command line's and older run.json files' spelling) -> ``weights``."""
-    flat = {k: v for k, v in sub.items() if k.endswith("_weight") and k[:-len("_weight")] in _registry().OBJECTIVES}
+    flat = {k: v for k, v in sub.items() if k.endswith("_weight") and k[:-len("_weight")] in registry().OBJECTIVES}
     if not flat:
         return sub
     rest = {k: v for k, v in sub.items() if k not in flat}
     return {**rest, "weights": {**rest.get("weights", {}), **{k[:-len("_weight")]: v for k, v in flat.items()}}}
-
-
-def _parse_value(text: str, current: Any, key: str) -> Any:
-    if isinstance(current, bool):
-        low = text.strip().lower()
-        _require(low in ("true", "false", "1", "0", "yes", "no"), f"{key}={text!r} must be true or false")
-        return low in ("true", "1", "yes")
-    if isinstance(current, int):
-        try:
-            return int(text)
-        except ValueError:
-            try:
-                as_float = float(text)
-            except ValueError:
-                as_float = None
-            _require(as_float is not None and as_float.is_integer(), f"{key}={text!r} must be an integer")
-            return int(as_float)
-    if isinstance(current, float):
-        try:
-            return float(text)
-        except ValueError:
-            raise ConfigError(f"{key}={text!r} must be a number") from None
-    return text
-
-
-def apply_overrides(cfg: ExperimentConfig, overrides: list[str] | tuple[str, ...] | dict[str, Any]) -> ExperimentConfig:
-    """Apply ``section.key=value`` overrides (strings from the CLI, or a dict of typed values).
-
-    A loss weight is ``objective.<objective>_weight`` (e.g. ``objective.mlm_weight=0.5``)."""
-    items = list(overrides.items()) if isinstance(overrides, dict) else [_split_override(o) for o in overrides]
-    d = cfg.to_dict()
-    weights = _registry().OBJECTIVES
-    for key, value in items:
-        section, _, name = key.partition(".")
-        _require(section in SECTIONS and name,
-                 f"unknown override key {key!r}; use section.key with section in: {', '.join(SECTIONS)}")
-        valid = {f.name for f in fields(SECTIONS[section])} - ({"weights", "options"} if section == "objective" else set())
-        if section == "objective" and name.split(".")[0] in weights and "." in name:
-            options = {f"{o.name}.{k}": v for o in weights.values() for k, v in o.options.items()}
-            _require(name in options, f"unknown override key {key!r}; objective options: "
-                                      f"{', '.join(options) or 'none'}")
-            current = d["objective"]["options"].get(name, options[name])
-            d["objective"]["options"][name] = _parse_value(value, current, key) if isinstance(value, str) else value
-            continue
-        if section == "objective" and name.endswith("_weight") and name[:-len("_weight")] in weights:
-            objective = name[:-len("_weight")]
-            current = d["objective"]["weights"].get(objective, 0.0)
-            d["objective"]["weights"][objective] = _parse_value(value, current, key) if isinstance(value, str) else value
-            continue
-        allowed = sorted(valid | ({f"{n}_weight" for n in weights} if section == "objective" else set()))
-        _require(name in valid, f"unknown override key {key!r}; {section} has: {', '.join(allowed)}")
-        current = d[section][name]
-        d[section][name] = _parse_value(value, current, key) if isinstance(value, str) else value
-    given = dict(items)
-    variants = _registry().VARIANTS
-    if given.get("objective.variant") in variants:
-        # Changing the variant by override brings its weights and input format, unless they were set too.
-        v = variants[given["objective.variant"]]
-        explicit = {k[len("objective."):-len("_weight")] for k in given if k.endswith("_weight")}
-        d["objective"]["weights"] = {**{n: 0.0 for n in weights}, **v.weights,
-                                     **{n: d["objective"]["weights"][n] for n in explicit}}
-        if "objective.input_format" not in given:
-            d["objective"]["input_format"] = v.input_format
-    return from_dict(d)
-
-
-def _split_override(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    _require(bool(sep) and bool(key.strip()), f"override {text!r} is not of the form section.key=value")
-    return key.strip(), value.strip()

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainables.config import (DataConfig, ExperimentConfig, FinetuneConfig, ModelConfig, OptimConfig,
-                               RunConfig, _choice, apply_overrides, objective_for_variant)
+                               RunConfig, choice, objective_for_variant)
+from trainables.overrides import apply_overrides
 
 
 def _preset_smoke() -> ExperimentConfig:
@@ -95,7 +96,7 @@ PRESETS: dict[str, Any] = {
 def build_config(preset: str = "cpu-small", variant: str | None = None,
                  overrides: list[str] | tuple[str, ...] | dict[str, Any] = ()) -> ExperimentConfig:
     """A preset, optionally switched to a named variant, with dotted overrides applied last."""
-    _choice("preset", preset, tuple(PRESETS))
+    choice("preset", preset, tuple(PRESETS))
     cfg = PRESETS[preset]()
     if variant is not None:
         cfg = cfg.replace(objective=objective_for_variant(variant))

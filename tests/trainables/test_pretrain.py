@@ -11,7 +11,8 @@ from trainables.data.batches import Position
 from trainables.data.samples import IGNORE
 from trainables.model import build_model, forward_pretraining
 from trainables.objectives import VARIANTS, mlm_loss, pair_loss, total_loss
-from trainables.pretrain import _cli, build_pretraining_data, run_pretraining
+from trainables.pretrain import build_pretraining_data, run_pretraining
+from trainables.pretrain_cli import main as _cli
 
 
 def _cfg(tmp_path, variant="full", *extra):

@@ -9,7 +9,7 @@ from trainables.data.batches import Position
 from trainables.data.samples import IGNORE
 from trainables.model import forward_pretraining
 from trainables.objectives.rtd import disc_loss
-from trainables.pretrain import _initial_model, _pretrain_model, build_pretraining_data, run_pretraining
+from trainables.pretrain import initial_model, pretrain_model, build_pretraining_data, run_pretraining
 
 
 def _cfg(tmp_path, variant="electra", *extra):
@@ -21,7 +21,7 @@ def _cfg(tmp_path, variant="electra", *extra):
 def electra(tmp_path_factory):
     cfg = _cfg(tmp_path_factory.mktemp("e"))
     data = build_pretraining_data(cfg)
-    model = _pretrain_model(cfg, _initial_model(cfg, data)).eval()
+    model = pretrain_model(cfg, initial_model(cfg, data)).eval()
     return cfg, data, model, data.steps.batch(Position(0, 0, 0, 0))
 
 

@@ -13,7 +13,7 @@ import torch
 
 from trainables.presets import build_config
 from trainables.data.batches import Loader, Position
-from trainables.pretrain import _initial_model, _pretrain_model, build_optimizer, build_pretraining_data, train_step
+from trainables.pretrain import initial_model, pretrain_model, build_optimizer, build_pretraining_data, train_step
 
 
 @pytest.mark.parametrize("variant, extra", [("full", ()), ("mlm_only", ()), ("nsp_only", ()), ("mlm_sop", ()), ("electra", ()),
@@ -23,7 +23,7 @@ def test_no_host_sync_between_log_steps(tmp_path, variant, extra):
                                           "run.tensorboard=false", *extra])
     data = build_pretraining_data(cfg)
     meta = torch.device("meta")
-    model = _pretrain_model(cfg, _initial_model(cfg, data)).to(meta)
+    model = pretrain_model(cfg, initial_model(cfg, data)).to(meta)
     opt, sched = build_optimizer(model, cfg)
     meter: dict = {}
     padded = 0

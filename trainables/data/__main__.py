@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 
-from trainables.data import builtin
+from trainables.data import builtin, builtin_build
 from trainables.data.sources import load_documents
 from trainables.data.text import CorpusError
 from trainables.data.fetch import FetchError, manual_commands
@@ -27,14 +27,14 @@ def _fetch(args: argparse.Namespace) -> None:
     print(f"built-in data ready in {root} ({size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s): "
           f"{stats['documents']:,} documents, {stats['words']:,} words, "
           f"{stats['decontaminated_sentences_removed']:,} sentences removed by decontamination; "
-          f"{len(builtin.BUILTIN_TASKS)} tasks")
+          f"{len(builtin_build.BUILTIN_TASKS)} tasks")
 
 
 def _describe(args: argparse.Namespace) -> None:
     if args.corpus == "builtin":
         stats = builtin.describe_builtin(args.cache_dir)
     else:
-        stats = {"corpus": args.corpus, **builtin.corpus_stats(load_documents(args.corpus)),
+        stats = {"corpus": args.corpus, **builtin_build.corpus_stats(load_documents(args.corpus)),
                  "decontaminated_sentences_removed": None}
     if args.json:
         print(json.dumps(stats, sort_keys=True))
@@ -49,9 +49,9 @@ def _describe(args: argparse.Namespace) -> None:
 
 def _tasks(args: argparse.Namespace) -> None:
     sizes = builtin.builtin_task_sizes(args.cache_dir)
-    rows = [{"name": t.name, "type": t.type, "labels": list(t.labels), **{s: sizes[t.name][s] for s in builtin.SPLITS},
+    rows = [{"name": t.name, "type": t.type, "labels": list(t.labels), **{s: sizes[t.name][s] for s in builtin_build.SPLITS},
              "metric": t.metric, "source": t.source, "licence": t.licence, "description": t.description}
-            for t in builtin.BUILTIN_TASKS.values()]
+            for t in builtin_build.BUILTIN_TASKS.values()]
     if args.json:
         for r in rows:
             print(json.dumps(r))

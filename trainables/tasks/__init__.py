@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def builtin_specs() -> dict[str, TaskSpec]:
     """The built-in offline tasks as TaskSpecs."""
-    from trainables.data.builtin import BUILTIN_TASKS
+    from trainables.data.builtin_build import BUILTIN_TASKS
 
     specs = {}
     for name, task in BUILTIN_TASKS.items():
