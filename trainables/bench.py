@@ -1,13 +1,19 @@
-"""Throughput benchmark: our pretraining step against what a first implementation would do.
+"""Throughput benchmarks: our pretraining step against stock BertForPreTraining, and the data path.
 
-    python -m trainables.bench --preset cpu-small [--corpus builtin] [--steps 20] [--threads 2]
+    python -m trainables.bench --preset cpu-small [--steps 20] [--threads 2]
+    python -m trainables.bench --preset bert-base --set optim.batch_size=128          # on a GPU: MFU
+    python -m trainables.bench data --copies 1,4,16                                    # trainables.bench_data
 
-Both sides train the same ``BertForPreTraining`` size on the same examples with the same batch size
-and threads, in this process. Ours: dynamic padding over length-bucketed batches, MLM logits only at
-masked positions, loss outside the model. Reference: stock ``BertForPreTraining(labels=...,
-next_sentence_label=...)`` with full-vocabulary logits on batches padded to the maximum length.
-Prints one JSON line: both real-tokens/s figures and ``ratio`` (ours / reference); on CUDA also the
-model FLOPs utilisation of our step (6 x parameters x tokens, plus attention, over the peak bf16 rate).
+Both sides of the step benchmark train the same ``BertForPreTraining`` size on the same masked batches
+with the same batch size and threads, in this process, alternating rounds so machine noise hits both
+alike. Ours: the real training step (``pretrain.train_step``: dynamic padding over length-bucketed
+batches, MLM logits only at the masked positions through a fixed-shape gather, a prepared attention
+mask, fused AdamW, bf16 autocast on CUDA, losses kept on the device). Reference: stock
+``BertForPreTraining(labels=..., next_sentence_label=...)`` with full-vocabulary logits on batches
+padded to the maximum length. Then ``run_pretraining`` end to end (the background input pipeline
+included) on the same config, its tokens/s taken from its own log over the steps after the first.
+Prints one JSON line: real tokens/s of each, their ratio, and on CUDA the model FLOPs utilisation
+(``trainables.flops``: the matmuls each side actually computes, over the GPU's peak bf16 rate).
 """
 
 from __future__ import annotations
@@ -16,106 +22,128 @@ import argparse
 import json
 import logging
 import sys
+import tempfile
 import time
 
 import torch
 
 from trainables.config import ConfigError
-from trainables.presets import build_config
 from trainables.data.batches import Position, positions_from
 from trainables.data.samples import IGNORE
-from trainables.model import PretrainModel, build_model, count_parameters
+from trainables.flops import StepShape, shape_of, step_flops
+from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
-from trainables.objectives import total_loss
-from trainables.pretrain import build_optimizer, build_pretraining_data, resolve_device
+from trainables.presets import build_config
+from trainables.pretrain import pretrain_model, build_optimizer, build_pretraining_data, resolve_device, train_step
+from trainables.runtime import autocast
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 125.0, "A10": 125.0}
 
 
-
-def _time(fn, batches, device) -> float:
-    """Real tokens per second of ``fn`` over ``batches`` (after one warm-up call)."""
+def _time(fn, batches, device) -> tuple[float, float]:
+    """(real tokens per second, seconds) of ``fn`` over ``batches`` (after one warm-up call)."""
     fn(batches[0], 0)
     if device.type == "cuda":
         torch.cuda.synchronize()
     t0, tokens = time.perf_counter(), 0
     for i, b in enumerate(batches):
         fn(b, i)
-        tokens += int(b.attention_mask.sum())
+        tokens += b.n_tokens
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return tokens / (time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    return tokens / seconds, seconds
+
+
+def _dense(m, seq_len: int, pad: int):
+    """A masked batch padded to ``seq_len`` with (B, T) MLM labels over the whole vocabulary."""
+    labels = torch.full_like(m.input_ids, IGNORE)
+    keep = m.mlm_labels != IGNORE
+    rows = torch.arange(len(labels))[:, None].expand_as(m.mlm_positions)
+    labels[rows[keep], m.mlm_positions[keep]] = m.mlm_labels[keep]
+    T = seq_len - m.input_ids.shape[1]
+    pad_ = lambda t, v: torch.nn.functional.pad(t, (0, T), value=v)  # noqa: E731
+    return pad_(m.input_ids, pad), pad_(m.token_type_ids, 0), pad_(m.attention_mask, 0), pad_(labels, IGNORE), m.pair_labels
 
 
 def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) -> dict:
     cfg = build_config(preset, "full", overrides)
     dev = resolve_device(cfg.run.device)
     data = build_pretraining_data(cfg)
-    sp, o = data.sp, cfg.objective
-    masked = [data.steps.batch(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
-    raw = masked
-    bf16 = dev.type == "cuda" and cfg.run.precision != "fp32"
-    ctx = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else (lambda: torch.autocast("cpu", enabled=False))
+    sp, V = data.sp, data.sp.vocab_size
+    batches = [data.steps.batch(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
+    objectives = [get_objective(n) for n in cfg.objective.active]
+    ctx = lambda: autocast(dev, cfg.run.precision)  # noqa: E731
 
-    ours_model = build_model(cfg.model, sp.vocab_size, sp.pad, 0).to(dev)
-    ours = PretrainModel(ours_model, [get_objective("mlm"), get_objective("nsp")])
-    ours_opt, _ = build_optimizer(ours_model, cfg)
+    ours = pretrain_model(cfg, build_model(cfg.model, V, sp.pad, 0)).to(dev)
+    ours_opt, ours_sched = build_optimizer(ours, cfg)
+    meter: dict = {}
 
     def ours_step(b, i):
-        b = masked[i].to(dev)
-        with ctx():
-            loss, _ = total_loss(ours(b), b, o.weights, o.options)
-        loss.backward()
-        ours_opt.step()
-        ours_opt.zero_grad(set_to_none=True)
+        train_step(ours, ours_opt, ours_sched, cfg, b, meter, 0, 1, dev, ctx)
 
-    ref_model = build_model(cfg.model, sp.vocab_size, sp.pad, 0).to(dev)
-    ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    padded = []
-    for m in masked:  # same masked inputs, padded to the full length, labels over the whole vocabulary
-        labels = torch.full_like(m.input_ids, IGNORE)
-        keep = m.mlm_labels != IGNORE
-        rows = torch.arange(len(labels))[:, None].expand_as(m.mlm_positions)
-        labels[rows[keep], m.mlm_positions[keep]] = m.mlm_labels[keep]
-        T = cfg.data.seq_len - m.input_ids.shape[1]
-        pad = lambda t, v: torch.nn.functional.pad(t, (0, T), value=v)  # noqa: E731
-        padded.append((pad(m.input_ids, sp.pad), pad(m.token_type_ids, 0), pad(m.attention_mask, 0),
-                       pad(labels, IGNORE), m.pair_labels))
+    ref = build_model(cfg.model, V, sp.pad, 0).to(dev)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    dense = [_dense(m, cfg.data.seq_len, sp.pad) for m in batches]
 
     def ref_step(b, i):
-        ids, types, att, labels, pair = (t.to(dev) for t in padded[i])
+        ids, types, att, labels, pair = (t.to(dev) for t in dense[i])
         with ctx():
-            loss = ref_model(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
-                             next_sentence_label=pair).loss
+            loss = ref(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
+                       next_sentence_label=pair).loss
         loss.backward()
         ref_opt.step()
         ref_opt.zero_grad(set_to_none=True)
 
-    ours_tps, ref_tps = [], []
+    ours_runs, ref_runs = [], []
     for _ in range(rounds):  # alternate so that machine noise hits both sides alike
-        ours_tps.append(_time(ours_step, raw, dev))
-        ref_tps.append(_time(ref_step, raw, dev))
+        ours_runs.append(_time(ours_step, batches, dev))
+        ref_runs.append(_time(ref_step, batches, dev))
+    ours_tps, ref_tps = max(r[0] for r in ours_runs), max(r[0] for r in ref_runs)
+    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, shape_of(b), V) for b in batches)
+    B = cfg.optim.batch_size
+    ref_shape = StepShape(B, cfg.data.seq_len, cfg.data.seq_len)  # every position gets full-vocabulary logits
+    ref_flops = steps * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V) / 1.0
     result = {"preset": preset, "device": str(dev), "threads": torch.get_num_threads(), "steps": steps,
-              "batch_size": cfg.optim.batch_size, "seq_len": cfg.data.seq_len, "vocab_size": sp.vocab_size,
-              "parameters": count_parameters(ours_model),
-              "ours_tokens_per_s": round(max(ours_tps), 1), "reference_tokens_per_s": round(max(ref_tps), 1),
-              "ratio": round(max(ours_tps) / max(ref_tps), 3)}
+              "batch_size": B, "seq_len": cfg.data.seq_len, "vocab_size": V, "parameters": count_parameters(ref),
+              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / sum(b.input_ids.numel() for b in batches), 4),
+              "ours_tokens_per_s": round(ours_tps, 1), "reference_tokens_per_s": round(ref_tps, 1),
+              "ratio": round(ours_tps / ref_tps, 3),
+              "loop_tokens_per_s": round(_loop_tokens_per_s(cfg, steps), 1)}
+    result["loop_vs_step"] = round(result["loop_tokens_per_s"] / ours_tps, 3)
     if dev.type == "cuda":
-        result.update(_mfu(cfg, ours_model, max(ours_tps)))
+        result.update(_mfu(ours_flops / min(r[1] for r in ours_runs), ref_flops / min(r[1] for r in ref_runs)))
     return result
 
 
-def _mfu(cfg, model, tokens_per_s: float) -> dict:
+def _loop_tokens_per_s(cfg, steps: int) -> float:
+    """``run_pretraining`` end to end on ``cfg``: tokens/s over its logged windows after the first."""
+    from trainables.overrides import apply_overrides
+    from trainables.pretrain import run_pretraining
+
+    seen = []
+    with tempfile.TemporaryDirectory() as tmp:
+        run_cfg = apply_overrides(cfg, {"optim.max_steps": steps + 5, "run.log_every": 5, "run.eval_every": 0,
+                                        "run.checkpoint_every": 0, "run.tensorboard": False})
+        run_pretraining(run_cfg, tmp, lambda m, checkpoint_dir=None: seen.append(m.get("tokens_per_s")))
+    rates = [r for r in seen if r]
+    return sum(rates[1:]) / max(len(rates) - 1, 1) if len(rates) > 1 else float("nan")
+
+
+def _mfu(ours_flops_per_s: float, ref_flops_per_s: float) -> dict:
     name = torch.cuda.get_device_name()
     peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-    L, H, T = cfg.model.num_layers, cfg.model.hidden_size, cfg.data.seq_len
-    flops_per_token = 6 * count_parameters(model) + 12 * L * H * T  # weights fwd+bwd, attention scores
-    achieved = flops_per_token * tokens_per_s / 1e12
-    return {"gpu": name, "achieved_tflops": round(achieved, 1),
-            "mfu": round(achieved / peak, 3) if peak else None}
+    out = {"gpu": name, "achieved_tflops": round(ours_flops_per_s / 1e12, 1),
+           "reference_tflops": round(ref_flops_per_s / 1e12, 1)}
+    if peak:
+        out.update(mfu=round(ours_flops_per_s / 1e12 / peak, 3), reference_mfu=round(ref_flops_per_s / 1e12 / peak, 3))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["data"]:
+        return _data_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m trainables.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="cpu-small")
     p.add_argument("--corpus", help="sets data.corpus (default: the preset's)")
@@ -132,6 +160,24 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _data_main(argv: list[str]) -> int:
+    from trainables.bench_data import run
+
+    p = argparse.ArgumentParser(prog="python -m trainables.bench data", description="the data-path benchmark "
+                                "(trainables.bench_data): preparation, warm start, memory, input pipeline")
+    p.add_argument("--copies", default="1,4,16", help="comma-separated copies of the built-in corpus")
+    p.add_argument("--workdir", default=None, help="where the corpora and preparations go (default: a temp dir)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        copies = [int(c) for c in args.copies.split(",") if c.strip()]
+    except ValueError:
+        print(f"error: --copies {args.copies!r} must be comma-separated integers", file=sys.stderr)
+        return 2
+    run(copies, args.workdir)
     return 0
 
 
