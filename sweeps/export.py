@@ -128,8 +128,7 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
         write_table(table.replace_schema_metadata(empty.schema.metadata), root, name)
     write_table(runs, root, "runs")
     write_text(schema.data_dictionary(tuple(OBJECTIVES), metric_columns()), root, "README.md")
-    if "://" not in root:
-        write_hparams(runs.to_pandas(), selected[0].to_pandas(), f"{root}/tensorboard/hparams")
+    write_hparams(runs.to_pandas(), selected[0].to_pandas(), f"{root}/tensorboard/hparams")
     return f"{root}/export"
 
 
@@ -151,6 +150,17 @@ def write_hparams(runs, evals, logdir: str) -> None:
 
     from torch.utils.tensorboard import SummaryWriter
 
+    if "://" in logdir:  # remote storage: written here, then copied up whole
+        import tempfile
+
+        import pyarrow.fs as pafs
+
+        with tempfile.TemporaryDirectory() as tmp:
+            write_hparams(runs, evals, tmp)
+            fs, base = pafs.FileSystem.from_uri(logdir)
+            fs.delete_dir_contents(base, missing_dir_ok=True)
+            pafs.copy_files(tmp, base, destination_filesystem=fs)
+        return
     shutil.rmtree(logdir, ignore_errors=True)  # rewritten whole at every export
     params = ["variant", "phase", *[c for c in runs.columns if c.endswith("_weight")], "mask_ratio", "masking",
               "input_format", "pretrain_seed", "data_seed", "budget", "status"]

@@ -70,6 +70,8 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
                 # Tune's result.json and progress.csv per trial, but not its TensorBoard logger: each run
                 # writes its own one stream (trainables.tune_adapters.tensorboard_dir)
                 callbacks=[progress, CSVLoggerCallback(), JsonLoggerCallback()],
+                # on s3:// or gs:// storage a trial's TensorBoard stream is written in its folder: upload it
+                sync_config=tune.SyncConfig(sync_artifacts="://" in root),
                 failure_config=tune.FailureConfig(max_failures=2),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
     try:

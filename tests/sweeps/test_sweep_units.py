@@ -69,3 +69,33 @@ def test_export_writes_the_one_schema_that_the_analysis_reads(tmp_path):
 
     expected = [c.name for c in schema.columns("runs", tuple(OBJECTIVES), metric_columns())]
     assert list(export.runs.columns) == expected and {"mlm_acc", "pair_acc_sop", "cls_cosine"} <= set(expected)
+
+
+def test_export_writes_the_data_dictionary_and_an_hparams_row_per_run(tmp_path):
+    """export/README.md names every column of the three tables; the HParams view gets one row per run
+    with its downstream scores, on local storage and on a storage URI (here file://) alike."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from trainables import schema
+
+    root = str(tmp_path / "exp")
+    sweep_export.export(root)
+    text = (tmp_path / "exp" / "export" / "README.md").read_text()
+    for name in schema.TABLES:
+        cols = pq.read_schema(tmp_path / "exp" / "export" / f"{name}.parquet").names
+        assert all(f"`{c}`" in text for c in cols), name
+    runs = pd.DataFrame([{"run_id": "full-s0", "variant": "full", "phase": "measure", "mlm_weight": 1.0,
+                          "mask_ratio": 0.15, "pretrain_seed": 0, "status": "completed", "mlm_acc": 0.2}])
+    evals = pd.DataFrame([{"run_id": "full-s0", "task": t, "is_primary": True, "mode": "finetune", "value": v}
+                          for t, v in (("topic", 0.8), ("topic", 0.7), ("pos", 0.5))])
+    for logdir in (tmp_path / "local", f"file://{tmp_path / 'remote'}"):
+        sweep_export.write_hparams(runs, evals, str(logdir))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for where in ("local", "remote"):
+        acc = EventAccumulator(str(tmp_path / where / "full-s0"))
+        acc.Reload()
+        values = {t: acc.Scalars(t)[0].value for t in acc.Tags()["scalars"]}
+        assert values == pytest.approx({"run/mlm_acc": 0.2, "task/topic": 0.75, "task/pos": 0.5, "task/mean": 0.625})
+        assert acc.PluginTagToContent("hparams")
