@@ -5,7 +5,8 @@
 
 FLOPs come from ``trainables.flops`` at the preset's shapes (pretraining: every step at the full
 sequence length, an upper bound; fine-tuning: the encoder at ``finetune.max_len`` over
-``epochs x train examples``, plus one forward pass over dev and test). Wall time is FLOPs over the
+``epochs x train examples``, plus one forward pass over dev and test, and over dev after every
+epoch when TensorBoard logs it). Wall time is FLOPs over the
 achieved rate -- on this machine the rate is measured by timing a few pretraining steps of the
 preset's model (``--hardware this``); for an accelerator it is its peak bf16 rate times the stated
 utilisation (``--mfu``) -- divided by the trials that run at once, plus a fixed start-up per trial.
@@ -14,7 +15,9 @@ The plan is written beside the experiment (plan.json) and the report puts it nex
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -72,13 +75,18 @@ def _pretrain_cost(cfg) -> tuple[float, float]:
     return float(steps * B * T), steps * per_step
 
 
+@functools.lru_cache(maxsize=8)
+def _builtin_sizes(cache_dir: str) -> dict:
+    from trainables.data.builtin import builtin_task_sizes
+
+    return builtin_task_sizes(cache_dir or None)  # verifies the cache: once per plan, not per run x task
+
+
 def _task_train_size(name: str, cfg) -> int:
     if name in HUB_TRAIN_SIZES:
         n = HUB_TRAIN_SIZES[name]
     else:
-        from trainables.data.builtin import builtin_task_sizes
-
-        n = builtin_task_sizes(cfg.data.cache_dir or None).get(name, {}).get("train", 1000)
+        n = _builtin_sizes(cfg.data.cache_dir).get(name, {}).get("train", 1000)
     return min(n, cfg.finetune.max_train_examples) if cfg.finetune.max_train_examples else n
 
 
@@ -92,7 +100,9 @@ def _finetune_cost(cfg, tasks: list[str]) -> tuple[float, float]:
         n = _task_train_size(t, cfg)
         L = min(ft.max_len, m.max_position)
         train = ft.epochs * n * len(ft.rates)
-        evals = 2 * (ft.max_eval_examples or n // 8) * len(ft.rates)
+        # dev and test once; with TensorBoard, dev after every epoch (the last one's is reused)
+        passes = 2 + (max(math.ceil(ft.epochs) - 1, 0) if cfg.run.tensorboard else 0)
+        evals = passes * (ft.max_eval_examples or n // 8) * len(ft.rates)
         tokens += (train + evals) * L
         per_seq = encoder_forward(1, L, m.num_layers, m.hidden_size, m.intermediate_size)
         flops += (3 * train + evals) * per_seq

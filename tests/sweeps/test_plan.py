@@ -1,0 +1,150 @@
+"""The planner (--plan) and the gpu-quick preset: what a sweep will cost, checked from outside.
+
+The planner's accuracy against a real run is measured by the main job (README: planned vs actual);
+these tests hold its arithmetic to independent counts and its contract (it trains nothing).
+"""
+
+import argparse
+import io
+from dataclasses import replace
+
+import pytest
+
+from sweeps import objective_weights, phases, plan
+from sweeps.frame import Context, default_parse
+from sweeps.progress import Progress
+from trainables.presets import build_config
+from trainables.tasks import resolve_tasks
+
+
+def _args(*argv):
+    return default_parse(objective_weights.SWEEP, ["--storage", "unused", *argv])
+
+
+def _plan(*argv):
+    args = _args(*argv)
+    cfg = objective_weights.SWEEP.configure(args)
+    ctx = Context(cfg, args, "unused", resolve_tasks(cfg.finetune.tasks), Progress(quiet=True))
+    return plan.plan_sweep(objective_weights.measured(ctx), objective_weights.searched(ctx), ctx.tasks, args, cfg), cfg, args
+
+
+def test_plan_prints_every_phase_and_starts_nothing(tmp_path, capsys):
+    import ray
+
+    code = objective_weights.main(["--preset", "gpu-quick", "--plan", "--hardware", "h200", "--mfu", "0.4",
+                                   "--storage", str(tmp_path / "runs"), "--name", "planned"])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    for phase in ("search", "measure", "finetune", "total"):
+        assert phase in lines, out
+    assert "M" in lines["measure"] and lines["measure"].rstrip().endswith("none trains 0 steps")
+    assert not (tmp_path / "runs").exists()  # no experiment directory, no trial, no Ray
+    assert not ray.is_initialized()
+
+
+def test_measure_tokens_are_trained_variants_x_seeds_x_steps_x_batch_x_length():
+    p, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200")
+    measure = {x.name: x for x in p.phases}["measure"]
+    trained = [v for v in phases.MEASURE_VARIANTS if v != "none"] + ["best_mix"]  # none trains 0 steps
+    assert measure.runs == (len(phases.MEASURE_VARIANTS) + 1) * args.seeds
+    assert measure.tokens == len(trained) * args.seeds * cfg.optim.max_steps * cfg.optim.batch_size * cfg.data.seq_len
+
+
+def test_pretraining_flops_per_token_match_six_times_the_parameters():
+    """Kaplan's 6N FLOPs per token (N: non-embedding weights) plus attention's 6*L*T*d and the MLM
+    decoder at the masked positions: the formula the planner uses must land there, not merely be positive."""
+    cfg = build_config("gpu-quick", "mlm_only")
+    m, T = cfg.model, cfg.data.seq_len
+    tokens, flops = plan._pretrain_cost(cfg)
+    n = m.num_layers * (4 * m.hidden_size ** 2 + 2 * m.hidden_size * m.intermediate_size)
+    expected = 6 * n + 6 * m.num_layers * T * m.hidden_size + 6 * cfg.objective.mask_ratio * m.vocab_size * m.hidden_size
+    assert flops / tokens == pytest.approx(expected, rel=0.15)
+
+
+def test_wall_time_scales_with_one_over_the_utilisation(monkeypatch):
+    monkeypatch.setattr(plan, "TRIAL_OVERHEAD_S", {"pretrain": 0.0, "finetune": 0.0})
+    fast, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.4")
+    slow, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.2")
+    for a, b in zip(fast.phases, slow.phases):
+        assert a.flops == b.flops and b.wall_s == pytest.approx(2 * a.wall_s)
+    # and with the GPU split four ways, four trials run at once: the phase takes a quarter of its trials' sum
+    assert all(x.parallel == 4 for x in fast.phases)
+
+
+def test_per_epoch_dev_evaluations_are_planned_when_tensorboard_logs_them():
+    cfg = build_config("gpu-quick")
+    tasks = resolve_tasks(cfg.finetune.tasks)
+    with_tb = plan._finetune_cost(cfg, tasks)[0]
+    without = plan._finetune_cost(cfg.replace(run=replace(cfg.run, tensorboard=False)), tasks)[0]
+    ft = cfg.finetune
+    extra_passes = ft.epochs - 1  # dev after each epoch; the last one doubles as the final dev score
+    assert with_tb - without == pytest.approx(
+        extra_passes * len(ft.rates) * min(ft.max_len, cfg.model.max_position)
+        * sum(ft.max_eval_examples for _ in tasks))
+
+
+def test_unknown_hardware_and_bad_utilisation_are_one_line_errors(capsys):
+    assert objective_weights.main(["--plan", "--hardware", "tpu9", "--storage", "unused"]) == 2
+    assert objective_weights.main(["--plan", "--hardware", "h200", "--mfu", "1.5", "--storage", "unused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --hardware='tpu9' is not valid; allowed: this, h200, h100, a100, l4, a10g",
+                   "error: --mfu=1.5 must be in (0, 1]"]
+
+
+def test_gpu_quick_answers_the_question_in_a_quarter_hour_on_one_h200():
+    """The preset's contract (issue 14): the six built-in tasks, the core variants incl. mlm_pairs over at
+    least five pretraining seeds, several trials sharing the GPU, and a plan inside 15 minutes on an H200
+    at a modest utilisation (small models reach far less than bert-base's 40%)."""
+    p, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.2")
+    assert resolve_tasks(cfg.finetune.tasks) == ["sentiment", "topic", "hedge", "pos", "ner", "headline_match"]
+    assert {"full", "mlm_only", "mlm_pairs", "nsp_only", "none"} <= set(phases.MEASURE_VARIANTS)
+    assert args.seeds >= 5 and args.num_samples > 0 and args.finetune_seeds >= 1
+    assert 0 < args.gpus_per_trial < 1
+    assert phases.pretrain_resources(args) == {"CPU": args.cpus_per_trial, "GPU": args.gpus_per_trial}
+    assert cfg.run.precision == "bf16"
+    assert [x.name for x in p.phases] == ["search", "measure", "finetune"]
+    assert p.wall_s <= 15 * 60, p.format()
+
+
+def test_the_plan_on_this_machine_times_the_presets_own_step():
+    """--hardware this measures a rate by timing real steps: it must be a positive, finite FLOP/s that
+    falls when the model grows (the same thread count)."""
+    small = plan.measure_rate(build_config("smoke"), steps=3, threads=1)
+    big = plan.measure_rate(build_config("smoke", overrides=["model.hidden_size=128", "model.intermediate_size=512",
+                                                             "model.num_heads=4"]), steps=3, threads=1)
+    assert 1e6 < small < 1e13 and 1e6 < big < 1e13
+    # the FLOPs per step grow ~10x from smoke to this width; the wall per step must not grow with them 1:1
+    assert big > small
+
+
+def test_fractional_gpus_let_two_trials_share_one_gpu(tmp_path):
+    """Two 0.5-GPU trials, on a Ray instance that declares one GPU (none is needed to schedule it), run at
+    the same time through the sweep's own resources and phase runner."""
+    import time
+
+    import ray
+
+    from sweeps.runner import Phase, run_phase
+
+    def sleeper(config):
+        from ray import tune
+
+        start = time.time()
+        time.sleep(3)
+        tune.report({"start": start, "end": time.time(), "gpus": len(ray.get_gpu_ids())})
+
+    args = argparse.Namespace(**{**vars(_args("--gpus-per-trial", "0.5")), "resume": False})
+    resources = phases.pretrain_resources(args)
+    assert resources == {"CPU": 1, "GPU": 0.5}
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        from ray import tune
+
+        grid = run_phase(Phase("measure", sleeper, {"spec": tune.grid_search([{"run_id": "a"}, {"run_id": "b"}])},
+                               resources), str(tmp_path), args, Progress(quiet=True, out=io.StringIO()))
+    finally:
+        ray.shutdown()
+    (a, b) = [r.metrics for r in grid]
+    assert a["gpus"] == b["gpus"] == 1  # each sees the one GPU
+    assert max(a["start"], b["start"]) < min(a["end"], b["end"]), "the two 0.5-GPU trials did not overlap"
