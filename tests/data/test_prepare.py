@@ -153,3 +153,29 @@ def test_ray_data_writes_the_same_shards_as_local_processes(tmp_path, tokenizer_
         ray.shutdown()
     assert on_ray["engine"] == "ray"
     assert [s["sha256"] for s in on_ray["shards"]] == [s["sha256"] for s in local["shards"]]
+
+
+def test_the_prepare_command_writes_where_a_sweep_with_the_same_storage_reads(tmp_path, tokenizer_dir, capsys):
+    """`python -m trainables.data prepare --storage S` prepares once; a sweep run with `--storage S` then finds
+    that folder (same fingerprint) and prepares nothing."""
+    from sweeps.frame import with_shared_data
+    from trainables.data.__main__ import main
+
+    corpus, storage = _corpus(tmp_path), tmp_path / "runs"
+    sets = ["--set", f"data.tokenizer_dir={tokenizer_dir}", "--set", "model.vocab_size=1024"]
+    assert main(["prepare", "--preset", "smoke", "--corpus", str(corpus), "--storage", str(storage),
+                 "--cache-dir", str(tmp_path / "cache"), "--workers", "1", *sets]) == 0
+    out = capsys.readouterr().out
+    assert "180 documents" in out and "uint16" in out
+    (folder,) = [p for p in (storage / "data").iterdir() if p.is_dir()]
+    manifest = (folder / "manifest.json").stat().st_mtime_ns
+    cfg = with_shared_data(build_config("smoke", "full", [f"data.corpus={corpus}", f"data.cache_dir={tmp_path / 'cache'}",
+                                                          f"data.tokenizer_dir={tokenizer_dir}", "model.vocab_size=1024"]),
+                           str(storage / "some-sweep"))
+    assert prepare.prepare_corpus(cfg.data, 1024, tokenizer_dir=tokenizer_dir) == str(folder)
+    assert (folder / "manifest.json").stat().st_mtime_ns == manifest  # found, not rebuilt
+
+    assert main(["prepare", "--preset", "nope"]) == 1
+    assert main(["prepare", "--preset", "smoke", "--corpus", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "'nope'" in err[0] and "smoke" in err[0] and "missing" in err[1], err

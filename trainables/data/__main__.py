@@ -1,8 +1,12 @@
-"""Command line for the built-in data: ``python -m trainables.data fetch|describe|tasks``.
+"""Command line for the data: ``python -m trainables.data fetch|describe|tasks|prepare``.
 
-fetch     download (or take ``--from DIR``), verify and build the cache; progress on stderr
+fetch     download (or take ``--from DIR``), verify and build the built-in cache; progress on stderr
 describe  corpus counts (documents, sentences, words; per source for ``--corpus builtin``)
 tasks     the six built-in tasks with their split sizes, metric, source package and licence
+prepare   prepare a pretraining corpus once (tokenizer + shards + manifest) where sweeps find it:
+          ``python -m trainables.data prepare --preset cpu-small --corpus my_corpus/ --storage runs``
+          writes ``runs/data/<fingerprint>/``, the folder ``sweeps/*.py --storage runs`` reads;
+          ``--engine ray`` spreads it over a Ray cluster (``--address auto``) with Ray Data
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import logging
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 from trainables.data import builtin, builtin_build
 from trainables.data.sources import load_documents
@@ -63,6 +69,38 @@ def _tasks(args: argparse.Namespace) -> None:
     print("\nlicences: " + "\n          ".join(f"{r['name']}: {r['licence']}" for r in rows))
 
 
+def _prepare(args: argparse.Namespace) -> None:
+    from trainables.config import ConfigError
+    from trainables.data import shards
+    from trainables.data.prepare import prepare_corpus
+    from trainables.presets import build_config
+
+    overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
+    if args.cache_dir:
+        overrides.append(f"data.cache_dir={args.cache_dir}")
+    try:
+        cfg = build_config(args.preset, None, overrides)
+    except ConfigError as e:
+        raise CorpusError(str(e)) from None
+    d = cfg.data
+    if args.storage and not d.prepared_root:  # the sweeps' layout: <storage>/data beside the experiments
+        storage = args.storage if "://" in args.storage else str(Path(args.storage).expanduser().resolve())
+        d = replace(d, prepared_root=f"{storage.rstrip('/')}/data")
+    if args.engine == "ray":
+        import ray
+
+        ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+    start = time.perf_counter()
+    uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir, engine=args.engine,
+                         workers=args.workers)
+    fs, base = shards.filesystem(uri)
+    m = shards.read_json(fs, f"{base}/{shards.MANIFEST}")
+    print(f"prepared {m['corpus']} in {uri} ({time.perf_counter() - start:.1f} s; {m['engine']} when built): "
+          f"{m['documents']:,} documents ({m['heldout_documents']:,} held out), {m['sentences']:,} sentences, "
+          f"{m['tokens']:,} tokens as {m['token_dtype']} in {len(m['shards'])} shard(s); vocabulary "
+          f"{m['vocab_size']:,}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainables.data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -76,6 +114,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("tasks", help="the built-in tasks")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("prepare", help="prepare a pretraining corpus once (shards + manifest)")
+    p.add_argument("--preset", default="cpu-small", help="the preset whose data and vocabulary settings apply")
+    p.add_argument("--corpus", help="builtin | PATH | hub:NAME[:CONFIG] (default: the preset's)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="dotted config override, e.g. data.tokenizer_sample=500000 or model.vocab_size=30522")
+    p.add_argument("--storage", help="a sweep's --storage: prepares into STORAGE/data (default: the local cache)")
+    p.add_argument("--engine", choices=("auto", "ray", "local"), default="local",
+                   help="local processes (default) or Ray Data on a cluster")
+    p.add_argument("--workers", type=int, default=0, help="local processes (default: every CPU)")
+    p.add_argument("--address", help="with --engine ray: a running cluster (e.g. auto); default: start one here")
     for p in sub.choices.values():
         p.add_argument("--cache-dir", default=None, help="cache folder (default $BERT_OBJECTIVES_DATA or "
                                                          "~/.cache/bert-objectives/data)")
@@ -83,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(message)s", stream=sys.stderr)
     try:
-        {"fetch": _fetch, "describe": _describe, "tasks": _tasks}[args.command](args)
+        {"fetch": _fetch, "describe": _describe, "tasks": _tasks, "prepare": _prepare}[args.command](args)
     except (FetchError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
