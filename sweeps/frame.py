@@ -101,7 +101,8 @@ class Sweep:
     report: Callable[[str], str | None] = final_report
     # What the phases will run, for the plan: the measured (name, config, seeds) and the search (trials, config).
     measured: Callable[[Context], list[tuple[str, ExperimentConfig, int]]] | None = None
-    searched: Callable[[Context], tuple[int, ExperimentConfig]] | None = None
+    # the search: (trials, config[, probe tasks])
+    searched: Callable[[Context], tuple] | None = None
 
 
 def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 # What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
 DEFAULTS = {
     "smoke": dict(num_samples=4, seeds=2, finetune_seeds=1),
-    "cpu-small": dict(num_samples=4, seeds=3, finetune_seeds=1),
+    "cpu-small": dict(num_samples=3, seeds=3, finetune_seeds=1),
     # One H200: four trials share the GPU (a quarter each, four CPUs each), five pretraining seeds.
     "gpu-quick": dict(num_samples=8, seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
 }
@@ -148,7 +148,7 @@ def measured(ctx: Context):
 
 
 def searched(ctx: Context):
-    return ctx.args.num_samples, _search_config(ctx.cfg, ctx.args)[0]
+    return ctx.args.num_samples, _search_config(ctx.cfg, ctx.args)[0], PROBE_TASKS
 
 
 SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured,

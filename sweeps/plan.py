@@ -4,9 +4,9 @@
     python sweeps/objective_weights.py --preset gpu-quick --plan --hardware h200 --mfu 0.3
 
 FLOPs come from ``trainables.flops`` at the preset's shapes (pretraining: every step at the full
-sequence length, an upper bound; fine-tuning: the encoder at ``finetune.max_len`` over
-``epochs x train examples``, plus one forward pass over dev and test, and over dev after every
-epoch when TensorBoard logs it). Wall time is FLOPs over the
+sequence length, an upper bound; a search trial also pays its linear probe at every rung it
+reaches; fine-tuning: the encoder at ``finetune.max_len`` over ``epochs x train examples``, plus one
+forward pass over dev and test, and over dev after every epoch when TensorBoard logs it). Wall time is FLOPs over the
 achieved rate -- on this machine the rate is measured by timing a few pretraining steps of the
 preset's model (``--hardware this``); for an accelerator it is its peak bf16 rate times the stated
 utilisation (``--mfu``) -- divided by the trials that run at once, plus a fixed start-up per trial.
@@ -22,7 +22,12 @@ import time
 from dataclasses import asdict, dataclass, field
 
 PEAK_BF16_TFLOPS = {"h200": 989.0, "h100": 989.0, "a100": 312.0, "l4": 121.0, "a10g": 125.0}
-TRIAL_OVERHEAD_S = {"pretrain": 6.0, "finetune": 4.0}  # start-up, evaluation, checkpoint (measured on cpu-small)
+# Measured on cpu-small (2 cores, the main job's log): a trial's start-up, final evaluation and checkpoint; a
+# search evaluation's fixed part (checkpoint, held-out metrics, loading the probe tasks, the logistic fits).
+TRIAL_OVERHEAD_S = {"pretrain": 12.0, "finetune": 5.0}
+EVAL_OVERHEAD_S = 4.0
+# Fine-tuning reaches less of the pretraining step's rate: dropout (13% on cpu-small) and short sequences.
+FINETUNE_RATE_FACTOR = 0.85
 # Approximate train-split sizes of the hub benchmarks (the planner needs a count before anything is loaded).
 HUB_TRAIN_SIZES = {"mnli": 392_702, "qnli": 104_743, "mrpc": 3_668, "sst2": 67_349, "cola": 8_551,
                    "conll2003_ner": 14_041, "conll2003_pos": 14_041, "squad": 87_599}
@@ -109,7 +114,18 @@ def _finetune_cost(cfg, tasks: list[str]) -> tuple[float, float]:
     return tokens, flops
 
 
-def measure_rate(cfg, steps: int = 6, threads: int = 0) -> float:
+def _probe_cost(cfg, tasks) -> tuple[float, float]:
+    """(tokens, FLOPs) of one search evaluation's linear probe: frozen features of the probe tasks' train
+    (at most ``probe_max_train``) and dev examples, forward only."""
+    from trainables.flops import encoder_forward
+
+    ft, m = cfg.finetune, cfg.model
+    L = min(ft.max_len, m.max_position)
+    n = sum(min(_task_train_size(t, cfg), ft.probe_max_train or 10**9) + (ft.max_eval_examples or 1000) for t in tasks)
+    return float(n * L), n * encoder_forward(1, L, m.num_layers, m.hidden_size, m.intermediate_size)
+
+
+def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
     """FLOP/s one trial achieves here: a few timed pretraining steps of ``cfg``'s model on synthetic data,
     with the CPU threads one trial gets."""
     import tempfile
@@ -134,32 +150,40 @@ def measure_rate(cfg, steps: int = 6, threads: int = 0) -> float:
         model = pretrain_model(probe, initial_model(probe, data)).to(device)
         opt, sched = build_optimizer(model, probe)
         active = [get_objective(n) for n in probe.objective.active]
-        meter, spent, elapsed = {}, 0.0, 0.0
-        for i, (_, batch) in enumerate(Loader(data.steps, Position(0, 0, 0, 0), steps + 2)):
+        meter, rates = {}, []
+        for i, (_, batch) in enumerate(Loader(data.steps, Position(0, 0, 0, 0), steps + 3)):
             t0 = time.perf_counter()
             train_step(model, opt, sched, probe, batch, meter, 0, 1, device, lambda: autocast(device, probe.run.precision))
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            if i >= 2:  # after warm-up
-                elapsed += time.perf_counter() - t0
-                spent += step_flops(probe.model, active, probe.objective.options, shape_of(batch), data.sp.vocab_size)
+            if i >= 3:  # after warm-up; the median step, as single steps on a shared machine are noisy
+                flops = step_flops(probe.model, active, probe.objective.options, shape_of(batch), data.sp.vocab_size)
+                rates.append(flops / max(time.perf_counter() - t0, 1e-9))
     torch.set_num_threads(before)
-    return spent / max(elapsed, 1e-9)
+    return float(sorted(rates)[len(rates) // 2])
 
 
 def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[object, int]], tasks: list[str],
-           rate: float, parallel: int, notes: str = "") -> PhasePlan:
-    tokens = flops = 0.0
+           rate: float, parallel: int, notes: str = "", probes: tuple[list[str], float] = ((), 0.0)) -> PhasePlan:
+    """``probes``: the probe tasks and the expected probed evaluations per run (search trials)."""
+    tokens = flops = seconds = 0.0
+    probe_tasks, evals = probes
     for cfg, fraction in runs:
         t, f = _pretrain_cost(cfg)
         tokens, flops = tokens + fraction * t, flops + fraction * f
+        seconds += f * fraction / rate
+        if probe_tasks and evals:
+            t, f = _probe_cost(cfg, probe_tasks)
+            tokens, flops = tokens + evals * t, flops + evals * f
+            seconds += evals * (f / (rate * FINETUNE_RATE_FACTOR) + EVAL_OVERHEAD_S)
     for cfg, n in finetunes:
         t, f = _finetune_cost(cfg, tasks)
         tokens, flops = tokens + n * t, flops + n * f
+        seconds += n * f / (rate * FINETUNE_RATE_FACTOR)
     trials = len(runs) + len(finetunes)
     at_once = max(1, min(parallel, trials))
     overhead = len(runs) * TRIAL_OVERHEAD_S["pretrain"] + len(finetunes) * TRIAL_OVERHEAD_S["finetune"]
-    return PhasePlan(name, trials, tokens, flops, (flops / rate + overhead) / at_once, at_once, notes)
+    return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / at_once, at_once, notes)
 
 
 def concurrency(args) -> int:
@@ -184,13 +208,16 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
     plan = Plan(args.hardware, rate, how)
     parallel = concurrency(args)
     if searched and searched[0]:
-        trials, scfg = searched
+        trials, scfg, *rest = searched
         frac = asha_fraction(trials)
+        probe_tasks = list(rest[0]) if rest else []
         plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], tasks, rate, parallel,
-                                  f"ASHA: {frac:.0%} of the budget per trial expected"))
+                                  f"ASHA: {frac:.0%} of the budget per trial expected",
+                                  probes=(probe_tasks, frac * ASHA_RUNGS)))
     runs = [(vcfg, 1.0) for _, vcfg, seeds in measured for _ in range(seeds)]
     plan.phases.append(_phase("measure", runs, [], tasks, rate, parallel,
-                              f"{len(measured)} variants x seeds; none trains 0 steps"))
+                              f"{len(measured)} variants x seeds; none trains 0 steps"
+                              + ("; best_mix counted (an upper bound)" if any(n == "best_mix" for n, *_ in measured) else "")))
     if args.finetune_seeds:
         fts = [(vcfg, 1) for vcfg, _ in runs for _ in range(args.finetune_seeds)]
         plan.phases.append(_phase("finetune", [], fts, tasks, rate, parallel,
@@ -213,7 +240,10 @@ def planned_vs_actual(plan: Plan, actual: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def asha_fraction(num_samples: int, rungs: int = 4, reduction: int = 2) -> float:
+ASHA_RUNGS = 4  # the search's rungs: at each quarter of the budget, where trials are evaluated and probed
+
+
+def asha_fraction(num_samples: int, rungs: int = ASHA_RUNGS, reduction: int = 2) -> float:
     """Expected share of the full budget a search trial trains under ASHA (rungs at each quarter of the
     budget; a trial survives each rung with probability 1 / reduction)."""
     return sum((1.0 / reduction) ** r for r in range(rungs)) / rungs if num_samples else 0.0
@@ -222,7 +252,7 @@ def asha_fraction(num_samples: int, rungs: int = 4, reduction: int = 2) -> float
 def hardware_rate(hardware: str, mfu: float, cfg, gpus_per_trial: float, threads: int = 1) -> tuple[float, str]:
     """(FLOP/s per trial, how it was decided)."""
     if hardware == "this":
-        return measure_rate(cfg, threads=threads), f"this machine: 6 timed pretraining steps on {threads} thread(s)"
+        return measure_rate(cfg, threads=threads), f"this machine: median of 10 timed pretraining steps on {threads} thread(s)"
     if hardware not in PEAK_BF16_TFLOPS:
         from trainables.config import ConfigError
 

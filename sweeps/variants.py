@@ -3,9 +3,11 @@
     python sweeps/variants.py                                   # full, mlm_only, nsp_only, sop_only, mlm_sop, none
     python sweeps/variants.py --preset smoke --variants full,mlm_only,none --seeds 3
     python sweeps/variants.py --variants full,mlm_sop,none --set objective.mask_ratio=0.2
+    python sweeps/variants.py --variants electra,mlm_only,none --set optim.budget=flops   # equal compute
 
-Every variant of one comparison shares the preset's data order, initial weights (per seed), steps and
-schedule; only the loss differs. No search: every run is at full budget.
+Every variant of one comparison shares, per pretraining seed, the batches, the initial weights, the
+steps and the schedule (or, with optim.budget=tokens|flops, the tokens or FLOPs it may spend); only
+the loss differs. No search: every run is at full budget.
 """
 
 from __future__ import annotations

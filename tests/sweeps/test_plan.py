@@ -38,7 +38,7 @@ def test_plan_prints_every_phase_and_starts_nothing(tmp_path, capsys):
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     for phase in ("search", "measure", "finetune", "total"):
         assert phase in lines, out
-    assert "M" in lines["measure"] and lines["measure"].rstrip().endswith("none trains 0 steps")
+    assert "M" in lines["measure"] and "none trains 0 steps" in lines["measure"]
     assert not (tmp_path / "runs").exists()  # no experiment directory, no trial, no Ray
     assert not ray.is_initialized()
 
@@ -64,6 +64,7 @@ def test_pretraining_flops_per_token_match_six_times_the_parameters():
 
 def test_wall_time_scales_with_one_over_the_utilisation(monkeypatch):
     monkeypatch.setattr(plan, "TRIAL_OVERHEAD_S", {"pretrain": 0.0, "finetune": 0.0})
+    monkeypatch.setattr(plan, "EVAL_OVERHEAD_S", 0.0)
     fast, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.4")
     slow, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.2")
     for a, b in zip(fast.phases, slow.phases):
@@ -148,3 +149,13 @@ def test_fractional_gpus_let_two_trials_share_one_gpu(tmp_path):
     (a, b) = [r.metrics for r in grid]
     assert a["gpus"] == b["gpus"] == 1  # each sees the one GPU
     assert max(a["start"], b["start"]) < min(a["end"], b["end"]), "the two 0.5-GPU trials did not overlap"
+
+
+def test_search_trials_pay_their_probe_at_every_rung_they_reach():
+    p, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200")
+    search = {x.name: x for x in p.phases}["search"]
+    frac = plan.asha_fraction(args.num_samples)
+    scfg = objective_weights._search_config(cfg, args)[0]
+    pretrain_tokens = args.num_samples * frac * plan._pretrain_cost(scfg)[0]
+    probe_tokens = args.num_samples * frac * plan.ASHA_RUNGS * plan._probe_cost(scfg, objective_weights.PROBE_TASKS)[0]
+    assert probe_tokens > 0 and search.tokens == pytest.approx(pretrain_tokens + probe_tokens)
