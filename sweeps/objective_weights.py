@@ -9,14 +9,15 @@
 1. Search: Optuna TPE proposes the MLM and NSP/SOP loss weights and the mask ratio; ASHA stops weak
    trials early. Trials are ranked on the linear-probe score on the dev split of a few tasks (the
    same meaning for every objective), never on the training loss.
-2. Measure: full, mlm_only, nsp_only, none and the best mix found, each over --seeds pretraining
-   seeds at full budget (same data order and initial weights per seed), each fine-tuned on the task
-   suite over --finetune-seeds seeds.
+2. Measure: full, mlm_only, mlm_pairs, nsp_only, none and (--measure-best-mix, on except at
+   cpu-small) the best mix found, each over --seeds pretraining seeds at full budget (the same
+   batches and initial weights per seed), each fine-tuned on the task suite over --finetune-seeds seeds.
 3. Report: export (Parquet), analysis, and the contribution table on the terminal.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from dataclasses import replace
@@ -32,7 +33,9 @@ from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 # What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
 DEFAULTS = {
     "smoke": dict(num_samples=4, seeds=2, finetune_seeds=1),
-    "cpu-small": dict(num_samples=3, seeds=3, finetune_seeds=1),
+    # Two cores, 20 minutes: a two-trial search shows the mechanics (BERT's mix and one TPE point); measuring
+    # a searched mix as well would add 3 runs and 3 fine-tunings (~6 min), so it is opt-in here.
+    "cpu-small": dict(num_samples=2, seeds=3, finetune_seeds=1, measure_best_mix=False),
     # One H200: four trials share the GPU (a quarter each, four CPUs each), five pretraining seeds.
     "gpu-quick": dict(num_samples=8, seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
 }
@@ -51,6 +54,12 @@ def searched_objectives(args) -> list[str]:
     return names
 
 
+def search_rung(cfg: ExperimentConfig, args) -> int:
+    """Steps between ASHA's rungs (where search trials are evaluated and probed): a quarter of the budget, or
+    a half when the search has two trials or fewer (ASHA then has nothing to compare at the early rungs)."""
+    return max(cfg.optim.max_steps // (4 if args.num_samples > 2 else 2), 1)
+
+
 def _search_config(cfg: ExperimentConfig, args) -> tuple[ExperimentConfig, dict, dict]:
     """The search trials' base config (BERT's own mix to start from), the space and the first point."""
     from ray import tune
@@ -61,7 +70,7 @@ def _search_config(cfg: ExperimentConfig, args) -> tuple[ExperimentConfig, dict,
     space = {f"{n}_weight": tune.uniform(*OBJECTIVES[n].search) for n in names}
     space["mask_ratio"] = tune.uniform(0.1, 0.5)
     start = {**{f"{n}_weight": 1.0 for n in names}, "mask_ratio": 0.15}  # BERT's own mix is the first point
-    rungs = max(cfg.optim.max_steps // 4, 1)
+    rungs = search_rung(cfg, args)
     search_cfg = cfg.replace(objective=_mix(cfg, "custom", start),
                              run=replace(cfg.run, eval_every=rungs, checkpoint_every=rungs))
     return search_cfg, space, start
@@ -76,7 +85,7 @@ def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
     from trainables.tune_adapters import pretrain_trainable
 
     search_cfg, space, start = _search_config(cfg, args)
-    rungs = max(cfg.optim.max_steps // 4, 1)
+    rungs = search_rung(cfg, args)
     searcher = OptunaSearch(metric="probe_score", mode="max", points_to_evaluate=[start],
                             sampler=TPESampler(seed=cfg.run.seed, n_startup_trials=max(args.num_samples // 2, 1)))
     limit = args.max_concurrent or max(args.num_samples, 1)
@@ -125,6 +134,8 @@ def run(ctx: Context):
     full = phases.variant_config(cfg, "full").objective
     if mix and all(abs(_value(full, k) - v) < 1e-9 for k, v in mix.items()):
         print(f"best mix found: {mix}, which is BERT's own mix (= full): not measured twice", flush=True)
+    elif mix and not args.measure_best_mix:
+        print(f"best mix found: {mix}; not measured (--measure-best-mix measures it over the seeds)", flush=True)
     elif mix:
         print(f"best mix found: {mix}", flush=True)
         variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", mix))))
@@ -139,11 +150,15 @@ def _extra_args(p) -> None:
     p.add_argument("--pair", choices=("nsp", "sop"), default="nsp", help="the pair objective searched beside MLM")
     p.add_argument("--objectives", help="the objectives whose weights are searched, comma-separated "
                                         "(default: mlm and --pair)")
+    p.add_argument("--measure-best-mix", action=argparse.BooleanOptionalAction, default=True,
+                   help="measure the searched mix over the seeds beside the named variants "
+                        "(default: on; off at cpu-small, where it would not fit 20 minutes)")
 
 
 def measured(ctx: Context):
     """The grid the measure phase runs (a searched mix, when one is measured, costs what full does)."""
-    extra = [("best_mix", phases.variant_config(ctx.cfg, "full"), ctx.args.seeds)] if ctx.args.num_samples else []
+    searched_mix = ctx.args.num_samples and ctx.args.measure_best_mix
+    extra = [("best_mix", phases.variant_config(ctx.cfg, "full"), ctx.args.seeds)] if searched_mix else []
     return [(n, phases.variant_config(ctx.cfg, n), ctx.args.seeds) for n in phases.MEASURE_VARIANTS] + extra
 
 
