@@ -55,9 +55,10 @@ def searched_objectives(args) -> list[str]:
 
 
 def search_rung(cfg: ExperimentConfig, args) -> int:
-    """Steps between ASHA's rungs (where search trials are evaluated and probed): a quarter of the budget, or
-    a half when the search has two trials or fewer (ASHA then has nothing to compare at the early rungs)."""
-    return max(cfg.optim.max_steps // (4 if args.num_samples > 2 else 2), 1)
+    """Steps between ASHA's rungs, where search trials are evaluated and probed (``sweeps.plan.search_rungs``)."""
+    from sweeps.plan import search_rungs
+
+    return max(cfg.optim.max_steps // search_rungs(args.num_samples), 1)
 
 
 def _search_config(cfg: ExperimentConfig, args) -> tuple[ExperimentConfig, dict, dict]:

@@ -209,11 +209,12 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
     parallel = concurrency(args)
     if searched and searched[0]:
         trials, scfg, *rest = searched
-        frac = asha_fraction(trials, ASHA_RUNGS if trials > 2 else 2)
+        rungs = search_rungs(trials)
+        frac = asha_fraction(trials, rungs)
         probe_tasks = list(rest[0]) if rest else []
         plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], tasks, rate, parallel,
                                   f"ASHA: {frac:.0%} of the budget per trial expected",
-                                  probes=(probe_tasks, frac * (ASHA_RUNGS if trials > 2 else 2))))
+                                  probes=(probe_tasks, frac * rungs)))
     runs = [(vcfg, 1.0) for _, vcfg, seeds in measured for _ in range(seeds)]
     plan.phases.append(_phase("measure", runs, [], tasks, rate, parallel,
                               f"{len(measured)} variants x seeds; none trains 0 steps"
@@ -241,6 +242,12 @@ def planned_vs_actual(plan: Plan, actual: dict[str, float]) -> str:
 
 
 ASHA_RUNGS = 4  # the search's rungs: at each quarter of the budget, where trials are evaluated and probed
+
+
+def search_rungs(num_samples: int) -> int:
+    """ASHA's rungs for a search of ``num_samples`` trials: four, or two (half and full budget) when there are
+    two trials or fewer (ASHA then has nothing to compare at the early rungs)."""
+    return ASHA_RUNGS if num_samples > 2 else 2
 
 
 def asha_fraction(num_samples: int, rungs: int = ASHA_RUNGS, reduction: int = 2) -> float:
