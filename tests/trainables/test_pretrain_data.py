@@ -51,6 +51,30 @@ def test_nsp_negatives_come_from_another_document_and_positives_follow_a(corpus)
     assert 0.4 < labelled["sop"].mean() < 0.6
 
 
+def test_nsp_random_segments_have_the_length_of_b_so_length_carries_no_label(corpus):
+    """B' is B's length (from a document with room for it): every nsp_pairs row is as long as its
+    sop_pairs row, so row length cannot predict NSP and NSP batches are as often unpadded as SOP's."""
+    samples = Samples(corpus, seq_len=32, short_seq_prob=0.1, batch_size=4, data_seed=5, cache=False)
+    chunks = samples.chunks(0)
+    neg = chunks[chunks["nsp"] == 1]
+    assert len(neg) > 50
+    assert np.array_equal(neg["r1"] - neg["r0"], neg["b1"] - neg["b0"])  # before: cut at the other document's end
+    for c in neg:  # B' lies inside one other document
+        s = int(np.searchsorted(np.asarray(corpus.sentences), c["r0"], side="right")) - 1
+        doc = int(np.searchsorted(np.asarray(corpus.documents), s, side="right")) - 1
+        lo, hi = _doc_span(corpus, doc)
+        assert doc != c["doc"] and lo <= c["r0"] < c["r1"] <= hi
+    sp = SpecialIds(0, 2, 3, 4, corpus.manifest["vocab_size"], 5)
+    unpadded = {"nsp_pairs": 0, "sop_pairs": 0}
+    for i in range(samples.batches_in_epoch(0)):
+        idx, rows = samples.batch_chunks(0, i)
+        nsp, sop = (layout(corpus, rows, f, sp, idx) for f in ("nsp_pairs", "sop_pairs"))
+        assert np.array_equal(nsp.attention_mask.sum(1), sop.attention_mask.sum(1))
+        for f, laid in (("nsp_pairs", nsp), ("sop_pairs", sop)):
+            unpadded[f] += bool(laid.attention_mask.all())
+    assert unpadded["nsp_pairs"] == unpadded["sop_pairs"]
+
+
 def test_formats_lay_out_the_same_chunk(corpus):
     samples = Samples(corpus, seq_len=32, short_seq_prob=0.1, batch_size=4, data_seed=1, cache=False)
     idx, rows = samples.batch_chunks(0, 0)

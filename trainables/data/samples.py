@@ -6,7 +6,7 @@ corpus's offsets, never by materialising examples, and BEFORE any objective look
     chunks   one row per chunk (``CHUNK``): its document; segment A [a0, a1) and B [b0, b1) as global
              token offsets (BERT's create_instances_from_document: consecutive sentences up to a
              target length, a random split point, the longer segment trimmed at random ends to fit);
-             NSP's label and random B [r0, r1) from another document; SOP's swap label
+             NSP's label and random B' [r0, r1) of B's length from another document; SOP's swap label
     order    the epoch's batches of chunk indices (n_batches, batch_size), length-bucketed on the
              chunk's length, which no objective changes
 
@@ -31,7 +31,7 @@ from trainables.data.text import CorpusError
 IGNORE = -100  # label of positions and pairs that carry no loss
 CHUNK = np.dtype([("doc", np.int64), ("a0", np.int64), ("a1", np.int64), ("b0", np.int64), ("b1", np.int64),
                   ("nsp", np.int8), ("r0", np.int64), ("r1", np.int64), ("sop", np.int8)])
-SAMPLES_VERSION = 1
+SAMPLES_VERSION = 2  # 2: NSP's random segments have B's length
 
 
 def _rng(seed: int, epoch: int, stream: int) -> np.random.Generator:
@@ -91,21 +91,47 @@ def build_chunks(corpus: PreparedCorpus, docs: np.ndarray, seq_len: int, short_s
     return out
 
 
+def random_segments(corpus: PreparedCorpus, docs: np.ndarray, own: np.ndarray, length: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """NSP's random segments: per row, a start token at a sentence start of another of ``docs`` with at
+    least ``length`` tokens left in that document, drawn uniformly over the sentence starts that have room.
+
+    So B' is exactly B's length: the length of a row says nothing about its NSP label (cut at the other
+    document's end, negatives were shorter: lengths alone predicted NSP at 0.531), and NSP batches are
+    as often unpadded as SOP's (the fused attention kernel needs no mask there). A row longer than every
+    document's room (none in practice) gets the longest room, truncated."""
+    s0, s1 = corpus.doc_sentences(docs)
+    counts = s1 - s0
+    sent = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(s0, counts)
+    doc_of = np.repeat(docs, counts)
+    room = np.asarray(corpus.sentences[np.repeat(s1, counts)]) - np.asarray(corpus.sentences[sent])
+    order = np.argsort(room, kind="stable")
+    room, sent, doc_of = room[order], sent[order], doc_of[order]
+    first = np.minimum(np.searchsorted(room, length, side="left"), len(room) - 1)  # eligible: [first, n)
+    pick = np.empty(len(length), np.int64)
+    todo = np.arange(len(length))
+    for _ in range(64):  # redraw the rows that landed in their own document
+        j = first[todo] + np.floor(rng.random(len(todo)) * (len(room) - first[todo])).astype(np.int64)
+        pick[todo] = j
+        todo = todo[doc_of[j] == own[todo]]
+        if not todo.size:
+            break
+    if todo.size:
+        raise CorpusError(f"no other document has room for a random segment of {int(length[todo[0]])} tokens")
+    return np.asarray(corpus.sentences[sent[pick]])
+
+
 def add_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray, nsp_rng: np.random.Generator,
               sop_rng: np.random.Generator) -> np.ndarray:
-    """NSP: B replaced half of the time by a segment of about B's length starting at a random sentence
-    of another document; SOP: A and B swapped half of the time. A chunk with an empty segment has no
+    """NSP: B replaced half of the time by a segment of exactly B's length from another document
+    (``random_segments``); SOP: A and B swapped half of the time. A chunk with an empty segment has no
     pair to judge (label IGNORE)."""
     n = len(chunks)
     b_len = np.maximum(chunks["b1"] - chunks["b0"], 1)
     replaced = nsp_rng.random(n) < 0.5
-    own = np.searchsorted(docs, chunks["doc"])
-    other = nsp_rng.integers(0, len(docs) - 1, n)
-    other = docs[other + (other >= own)]  # never the chunk's own document
-    s0, s1 = corpus.doc_sentences(other)
-    start = s0 + np.floor(nsp_rng.random(n) * (s1 - s0)).astype(np.int64)
-    r0 = np.asarray(corpus.sentences[start])
-    r1 = np.minimum(r0 + b_len, np.asarray(corpus.sentences[s1]))
+    r0 = random_segments(corpus, docs, chunks["doc"], b_len, nsp_rng) if n else np.zeros(0, np.int64)
+    doc_end = np.asarray(corpus.sentences[corpus.doc_sentences(docs)[1]])  # the other document's end bounds B'
+    r1 = np.minimum(r0 + b_len, doc_end[np.searchsorted(doc_end, r0, side="right")] if n else r0)
     empty = (chunks["a1"] <= chunks["a0"]) | (chunks["b1"] <= chunks["b0"])
     chunks["nsp"] = np.where(empty, IGNORE, replaced)
     chunks["r0"], chunks["r1"] = np.where(replaced, r0, chunks["b0"]), np.where(replaced, r1, chunks["b1"])
