@@ -2,6 +2,7 @@
 
     python -m trainables.bench --preset cpu-small [--steps 20] [--threads 2]
     python -m trainables.bench --preset bert-base --set optim.batch_size=128          # on a GPU: MFU
+    python -m trainables.bench --preset bert-base --peak-tflops 400    # a GPU not in trainables.hardware
     python -m trainables.bench data --copies 1,4,16                                    # trainables.bench_data
 
 Both sides of the step benchmark train the same ``BertForPreTraining`` size on the same masked batches
@@ -13,7 +14,8 @@ mask, fused AdamW, bf16 autocast on CUDA, losses kept on the device). Reference:
 padded to the maximum length. Then ``run_pretraining`` end to end (the background input pipeline
 included) on the same config, its tokens/s taken from its own log over the steps after the first.
 Prints one JSON line: real tokens/s of each, their ratio, and on CUDA the model FLOPs utilisation
-(``trainables.flops``: the matmuls each side actually computes, over the GPU's peak bf16 rate).
+(``trainables.flops``: the matmuls each side actually computes, over the GPU's dense bf16 peak, looked up
+by its exact name in ``trainables.hardware``; an unknown GPU's MFU is null until ``--peak-tflops`` gives it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 from trainables.config import ConfigError
 from trainables.data.batches import Position, positions_from
 from trainables.data.samples import IGNORE
+from trainables.hardware import peak_bf16_tflops
 from trainables.flops import StepShape, shape_of, step_flops
 from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
@@ -37,20 +40,24 @@ from trainables.presets import build_config
 from trainables.pretrain import pretrain_model, build_optimizer, build_pretraining_data, resolve_device, train_step
 from trainables.runtime import autocast
 
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 125.0, "A10": 125.0}
+log = logging.getLogger(__name__)
+
+
+def _sync(device) -> None:
+    # the bench's own device: a bare synchronize() waits on the current device, which need not be it (cuda:1)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _time(fn, batches, device) -> tuple[float, float]:
     """(real tokens per second, seconds) of ``fn`` over ``batches`` (after one warm-up call)."""
     fn(batches[0], 0)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    _sync(device)
     t0, tokens = time.perf_counter(), 0
     for i, b in enumerate(batches):
         fn(b, i)
         tokens += b.n_tokens
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    _sync(device)
     seconds = time.perf_counter() - t0
     return tokens / seconds, seconds
 
@@ -66,12 +73,15 @@ def _dense(m, seq_len: int, pad: int):
     return pad_(m.input_ids, pad), pad_(m.token_type_ids, 0), pad_(m.attention_mask, 0), pad_(labels, IGNORE), m.pair_labels
 
 
-def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) -> dict:
+def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, peak_tflops: float | None = None) -> dict:
+    """The step benchmark's result (one JSON-able dict); ``peak_tflops`` overrides the table's peak."""
     cfg = build_config(preset, "full", overrides)
     dev = resolve_device(cfg.run.device)
     data = build_pretraining_data(cfg)
     sp, V = data.sp, data.sp.vocab_size
     batches = [data.steps.batch(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
+    pin = dev.type == "cuda"  # pinned host batches let .to(dev, non_blocking=True) overlap the copy, as training does
+    batches = [b.pin_memory() for b in batches] if pin else batches
     objectives = [get_objective(n) for n in cfg.objective.active]
     ctx = lambda: autocast(dev, cfg.run.precision)  # noqa: E731
 
@@ -84,10 +94,10 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
 
     ref = build_model(cfg.model, V, sp.pad, 0).to(dev)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    dense = [_dense(m, cfg.data.seq_len, sp.pad) for m in batches]
+    dense = [tuple(t.pin_memory() if pin else t for t in _dense(m, cfg.data.seq_len, sp.pad)) for m in batches]
 
     def ref_step(b, i):
-        ids, types, att, labels, pair = (t.to(dev) for t in dense[i])
+        ids, types, att, labels, pair = (t.to(dev, non_blocking=True) for t in dense[i])
         with ctx():
             loss = ref(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
                        next_sentence_label=pair).loss
@@ -104,15 +114,16 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2) ->
     B = cfg.optim.batch_size
     ref_shape = StepShape(B, cfg.data.seq_len, cfg.data.seq_len)  # every position gets full-vocabulary logits
     ref_flops = steps * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V) / 1.0
-    result = {"preset": preset, "device": str(dev), "threads": torch.get_num_threads(), "steps": steps,
+    result = {"preset": preset, "device": str(dev), "precision": cfg.run.precision, "threads": torch.get_num_threads(), "steps": steps,
               "batch_size": B, "seq_len": cfg.data.seq_len, "vocab_size": V, "parameters": count_parameters(ref),
               "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / sum(b.input_ids.numel() for b in batches), 4),
               "ours_tokens_per_s": round(ours_tps, 1), "reference_tokens_per_s": round(ref_tps, 1),
               "ratio": round(ours_tps / ref_tps, 3),
               "loop_tokens_per_s": round(_loop_tokens_per_s(cfg, steps), 1)}
     result["loop_vs_step"] = round(result["loop_tokens_per_s"] / ours_tps, 3)
-    if dev.type == "cuda":
-        result.update(_mfu(ours_flops / min(r[1] for r in ours_runs), ref_flops / min(r[1] for r in ref_runs)))
+    if dev.type == "cuda" or peak_tflops:
+        result.update(_mfu(ours_flops / min(r[1] for r in ours_runs), ref_flops / min(r[1] for r in ref_runs),
+                           dev, peak_tflops))
     return result
 
 
@@ -130,13 +141,25 @@ def _loop_tokens_per_s(cfg, steps: int) -> float:
     return sum(rates[1:]) / max(len(rates) - 1, 1) if len(rates) > 1 else float("nan")
 
 
-def _mfu(ours_flops_per_s: float, ref_flops_per_s: float) -> dict:
-    name = torch.cuda.get_device_name()
-    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-    out = {"gpu": name, "achieved_tflops": round(ours_flops_per_s / 1e12, 1),
-           "reference_tflops": round(ref_flops_per_s / 1e12, 1)}
+def device_name(dev: torch.device) -> str:
+    return torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+
+
+def _mfu(ours_flops_per_s: float, ref_flops_per_s: float, dev: torch.device, peak_tflops: float | None = None) -> dict:
+    """Achieved TFLOP/s of both sides and their MFU over the dense bf16 peak: ``peak_tflops`` if given, else
+    the table's for this exact device name; unknown -> MFU null, with the note saying what to pass."""
+    name = device_name(dev)
+    peak = peak_tflops or peak_bf16_tflops(name)
+    out = {"gpu": name, "achieved_tflops": round(ours_flops_per_s / 1e12, 3),
+           "reference_tflops": round(ref_flops_per_s / 1e12, 3), "peak_tflops": peak,
+           "peak_source": "--peak-tflops" if peak_tflops else ("trainables.hardware" if peak else None),
+           "mfu": None, "reference_mfu": None}
     if peak:
         out.update(mfu=round(ours_flops_per_s / 1e12 / peak, 3), reference_mfu=round(ref_flops_per_s / 1e12 / peak, 3))
+    else:
+        out["mfu_note"] = (f"MFU unknown: {name!r} is not in trainables.hardware's peak table; "
+                           "pass --peak-tflops X (its dense bf16 peak)")
+        log.warning("%s", out["mfu_note"])
     return out
 
 
@@ -150,16 +173,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=20, help="timed steps per side and round")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's dense bf16 peak for MFU (default: looked up by the exact GPU name in "
+                        "trainables.hardware; needed for a GPU not there, or to get MFU on a CPU)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.peak_tflops is not None and args.peak_tflops <= 0:
+        print(f"error: --peak-tflops={args.peak_tflops} must be > 0", file=sys.stderr)
+        return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     overrides = ([f"data.corpus={args.corpus}"] if args.corpus else []) + args.overrides
     try:
-        print(json.dumps(run_bench(args.preset, overrides, args.steps)))
+        result = run_bench(args.preset, overrides, args.steps, peak_tflops=args.peak_tflops)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if result.get("mfu_note"):
+        print(result["mfu_note"], file=sys.stderr)
+    print(json.dumps(result))
     return 0
 
 

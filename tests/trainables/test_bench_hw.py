@@ -1,0 +1,76 @@
+"""The bench's MFU: peaks by exact device name (trainables.hardware), --peak-tflops, the right device synced.
+
+CUDA is not needed: the device name and synchronize are monkeypatched; the CPU path runs at the smoke preset.
+"""
+
+import json
+
+import pytest
+import torch
+
+from trainables import bench, hardware
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA L40S", 362.0), ("NVIDIA L4", 121.0), ("NVIDIA H100 PCIe", 756.0), ("NVIDIA H100 80GB HBM3", 989.0),
+    ("NVIDIA H200", 989.0), ("NVIDIA A100-SXM4-40GB", 312.0), ("NVIDIA A100 80GB PCIe", 312.0),
+    ("NVIDIA A10G", 70.0), ("NVIDIA A10", 125.0), ("  nvidia   l40s ", 362.0),  # case and spaces folded
+])
+def test_peak_by_exact_name(name, peak):
+    assert hardware.peak_bf16_tflops(name) == peak
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H100", "L4", "NVIDIA GeForce RTX 4090", "NVIDIA L4S", "H200", ""])
+def test_unknown_or_partial_names_have_no_peak(name):
+    assert hardware.peak_bf16_tflops(name) is None  # a substring is never enough
+
+
+def test_planner_names_use_the_same_table():
+    assert hardware.PLANNER_PEAK_BF16_TFLOPS == {"h200": 989.0, "h100": 989.0, "a100": 312.0, "l4": 121.0,
+                                                 "a10g": 70.0}
+    assert all(v in hardware.PEAK_BF16_TFLOPS for v in hardware.PLANNER_DEVICES.values())
+
+
+def _fake_gpu(monkeypatch, name):
+    seen = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None: seen.append(dev) or name)
+    return seen
+
+
+def test_mfu_uses_the_exact_name_of_the_benched_device(monkeypatch):
+    seen = _fake_gpu(monkeypatch, "NVIDIA L40S")
+    dev = torch.device("cuda:1")
+    out = bench._mfu(181e12, 90.5e12, dev)
+    assert seen == [dev]
+    assert out["peak_tflops"] == 362.0 and out["mfu"] == 0.5 and out["reference_mfu"] == 0.25  # not 1.5 (L4's peak)
+    _fake_gpu(monkeypatch, "NVIDIA H100 PCIe")
+    assert bench._mfu(378e12, 1e12, dev)["mfu"] == 0.5  # not the SXM's 0.382
+
+
+def test_unknown_gpu_mfu_is_null_and_says_peak_tflops_is_needed(monkeypatch, caplog):
+    _fake_gpu(monkeypatch, "NVIDIA B300 Prototype")
+    out = bench._mfu(100e12, 50e12, torch.device("cuda"))
+    assert out["mfu"] is None and out["reference_mfu"] is None and out["achieved_tflops"] == 100.0
+    assert "--peak-tflops" in out["mfu_note"] and "NVIDIA B300 Prototype" in out["mfu_note"]
+    assert "--peak-tflops" in caplog.text
+    over = bench._mfu(100e12, 50e12, torch.device("cuda"), peak_tflops=400.0)
+    assert over["mfu"] == 0.25 and over["peak_source"] == "--peak-tflops" and "mfu_note" not in over
+    _fake_gpu(monkeypatch, "NVIDIA H200")
+    assert bench._mfu(100e12, 50e12, torch.device("cuda"), peak_tflops=200.0)["mfu"] == 0.5  # overrides the table
+
+
+def test_sync_waits_on_the_benched_device(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda dev=None: calls.append(dev))
+    bench._sync(torch.device("cuda:1"))
+    bench._sync(torch.device("cpu"))
+    assert calls == [torch.device("cuda:1")]
+
+
+def test_cpu_bench_runs_at_smoke_with_peak_override(capsys):
+    assert bench.main(["--preset", "smoke", "--corpus", "synthetic", "--steps", "2", "--threads", "1",
+                       "--peak-tflops", "0.5"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["device"] == "cpu" and out["ratio"] > 0 and out["ours_tokens_per_s"] > 0
+    assert out["peak_tflops"] == 0.5 and out["peak_source"] == "--peak-tflops" and out["mfu"] > 0
+    assert bench.main(["--preset", "smoke", "--peak-tflops", "-1"]) == 2
