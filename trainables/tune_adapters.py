@@ -11,6 +11,9 @@
 * ``finetune_trainable``: fine-tunes one checkpoint on the task suite with one seed and returns the
   export rows as a checkpoint holding ``evals.parquet`` and ``predictions.parquet``.
 
+Every trial and Ray Train worker trains on the device Ray assigned it (``trial_device``): the GPU of its
+``ray.get_gpu_ids()``, the CPU when it holds none, though the node's GPUs are visible to it.
+
 ``config`` is Ray's dict; ``cfg`` the typed tree, converted on the first line.
 """
 
@@ -21,6 +24,7 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,20 @@ def trial_config(config: dict[str, Any]) -> ExperimentConfig:
     searched = {f"objective.{k}": float(config[k]) for k in searched_keys() if k in config}
     cfg = from_dict(config["cfg"])
     return apply_overrides(cfg, searched) if searched else cfg
+
+
+def trial_device(cfg: ExperimentConfig) -> torch.device:
+    """The device Ray assigned to this trial or worker (``trainables.runtime.trial_device``)."""
+    import ray
+
+    from trainables.runtime import trial_device as decide
+
+    return decide(ray.get_gpu_ids(), cfg.run.device)
+
+
+def on_device(cfg: ExperimentConfig, device: torch.device) -> ExperimentConfig:
+    """``cfg`` with ``run.device`` pinned to ``device``: the probe resolves its device from the config."""
+    return cfg.replace(run=replace(cfg.run, device=str(device)))
 
 
 def _probe_score(checkpoint_dir: str, cfg: ExperimentConfig, tasks: list[str]) -> dict[str, float]:
@@ -105,14 +123,14 @@ def pretrain_trainable(config: dict[str, Any]) -> None:
         return _pretrain_with_ray_train(cfg, config)
     from trainables.pretrain import NonFiniteLossError, run_pretraining
 
+    device = trial_device(cfg)
     out_dir = Path(tune.get_context().get_trial_dir()) / "run"
     out_dir.mkdir(parents=True, exist_ok=True)
     _restore_into(out_dir)
-    report = _make_report(cfg, list(config.get("probe_tasks", [])), tune.report, tune.Checkpoint)
+    report = _make_report(on_device(cfg, device), list(config.get("probe_tasks", [])), tune.report, tune.Checkpoint)
     name = config.get("run_id") or f"search-{tune.get_context().get_trial_id()}"
     try:
-        result = run_pretraining(cfg, out_dir, report, device="cpu" if not torch.cuda.is_available() else None,
-                                 tensorboard_dir=tensorboard_dir(config, name))
+        result = run_pretraining(cfg, out_dir, report, device=device, tensorboard_dir=tensorboard_dir(config, name))
     except NonFiniteLossError as e:
         tune.report({"failed": 1.0, "stop_reason": str(e)})
         return
@@ -130,6 +148,7 @@ def _train_worker(config: dict[str, Any]) -> None:
     from trainables.pretrain import NonFiniteLossError, run_pretraining
 
     cfg = trial_config(config)
+    device = trial_device(cfg)  # a worker is a Ray actor: its ray.get_gpu_ids() are its own GPUs
     rank = ray.train.get_context().get_world_rank()
     torch.set_num_threads(max(int(config.get("cpus_per_worker", 1)), 1))
     out_dir = Path(tempfile.mkdtemp(prefix=f"bert-objectives-{config['run_id']}-rank{rank}-"))
@@ -138,8 +157,8 @@ def _train_worker(config: dict[str, Any]) -> None:
         with ckpt.as_directory() as d:
             target = out_dir / "resume" if (Path(d) / "trainer_state.pt").exists() else out_dir
             shutil.copytree(d, target, dirs_exist_ok=True)
-    report = _make_report(cfg, list(config.get("probe_tasks", [])), ray.train.report, ray.train.Checkpoint, rank=rank)
-    device = None if torch.cuda.is_available() else "cpu"
+    report = _make_report(on_device(cfg, device), list(config.get("probe_tasks", [])), ray.train.report,
+                          ray.train.Checkpoint, rank=rank)
     try:
         result = run_pretraining(cfg, out_dir, report, device=device)
     except NonFiniteLossError as e:
@@ -189,6 +208,7 @@ def finetune_trainable(config: dict[str, Any]) -> None:
 
     cfg = trial_config(config)
     torch.set_num_threads(max(int(config.get("cpus_per_trial", 1)), 1))
+    device = trial_device(cfg)
     checkpoint = config["checkpoint"]
     with tempfile.TemporaryDirectory() as tmp:
         if "://" in checkpoint:
@@ -201,7 +221,7 @@ def finetune_trainable(config: dict[str, Any]) -> None:
             log.info("%s", {k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 
         result = run_finetuning(checkpoint, list(config["tasks"]), [seed], cfg, run_id=config["run_id"],
-                                mode=config.get("mode", "finetune"), report=progress,
+                                mode=config.get("mode", "finetune"), report=progress, device=device,
                                 tensorboard_dir=tensorboard_dir(config, f"{config['run_id']}-ft{seed}")
                                 if cfg.run.tensorboard else None)
         out = Path(tmp) / "rows"
