@@ -99,6 +99,7 @@ def run_step(name: str, cmd: list[str], timeout_s: float, log_dir: Path, env: di
     else:
         rec["status"] = "timeout" if rc is None else "fail"
         rec["error_tail"] = tail(stderr) or tail(stdout)
+        rec["stdout_tail"] = tail(stdout, 10)  # a timed-out sweep's progress lines say how far it got
     rec["stdout"] = stdout
     return rec
 
