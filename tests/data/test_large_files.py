@@ -168,6 +168,22 @@ def test_many_units_prepare_the_same_corpus_as_one(tmp_path, tokenizer_dir, monk
     assert not any(s["sources"] for s in many.manifest["shards"][1:])
 
 
+@pytest.mark.slow
+def test_ray_data_prepares_the_units_of_one_file_as_local_processes_do(tmp_path, tokenizer_dir, monkeypatch):
+    import ray
+
+    corpus = _one_file(tmp_path)
+    local = _prepared_with(tmp_path / "local", monkeypatch, corpus, tokenizer_dir, 400, engine="local")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = _prepared_with(tmp_path / "ray", monkeypatch, corpus, tokenizer_dir, 400, engine="ray")
+    finally:
+        ray.shutdown()
+    assert on_ray.manifest["engine"] == "ray" and len(on_ray.manifest["shards"]) > 10
+    assert [s["sha256"] for s in on_ray.manifest["shards"]] == [s["sha256"] for s in local.manifest["shards"]]
+    assert np.array_equal(on_ray.sentences, local.sentences) and np.array_equal(on_ray.documents, local.documents)
+
+
 def test_a_resume_redoes_shards_that_were_cut_otherwise(tmp_path, tokenizer_dir, monkeypatch):
     corpus = _one_file(tmp_path)
     straight = _prepared_with(tmp_path / "a", monkeypatch, corpus, tokenizer_dir, 500)
@@ -185,7 +201,8 @@ def test_a_resume_redoes_shards_that_were_cut_otherwise(tmp_path, tokenizer_dir,
     monkeypatch.setattr(prepare, "tokenize_unit", real)
     resumed = _prepared_with(tmp_path / "b", monkeypatch, corpus, tokenizer_dir, 500, workers=1)
     assert np.array_equal(_tokens(resumed), _tokens(straight))
-    assert np.array_equal(resumed.sentences, straight.sentences) and np.array_equal(resumed.documents, straight.documents)
+    assert np.array_equal(resumed.sentences, straight.sentences)
+    assert np.array_equal(resumed.documents, straight.documents)
 
 
 def test_reading_a_unit_holds_a_chunk_not_the_file(tmp_path, monkeypatch):

@@ -9,9 +9,9 @@ A source is read as a list of ``Unit``s (a byte range of a text file, a few parq
 shard): the units are what preparation maps over in parallel, and each yields its documents as lists of
 sentences, in a fixed order, streamed in chunks so that memory does not grow with the file. A ``.txt``
 or ``.jsonl`` file is cut into units of about ``UNIT_BYTES`` at document boundaries (``_next_cut``):
-reading its units one after another gives the same documents as reading the whole file at once. ``source_identity`` names a source without reading its text (files: names, sizes and
-mtimes; built-in: its checksum; hub: name, config, split, revision). Bad input gets a one-line
-``CorpusError``.
+reading its units one after another gives the same documents as reading the whole file at once.
+``source_identity`` names a source without reading its text (files: names, sizes and mtimes; built-in:
+its checksum; hub: name, config, split, revision). Bad input gets a one-line ``CorpusError``.
 """
 
 from __future__ import annotations
@@ -371,6 +371,6 @@ def load_documents(corpus: str, *, text_column: str = "text", hub_split: str = "
     return docs
 
 
-__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "list_units", "load_documents", "read_unit", "source_identity",
-           "synthetic_documents", "text_to_sentences"]
+__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "list_units", "load_documents", "read_unit",
+           "source_identity", "synthetic_documents", "text_to_sentences"]
 
