@@ -17,7 +17,7 @@ from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
 
 EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s",
-                "source_task", "positive_label", "lr", "dev_value", "selected"]
+                "source_task", "positive_label", "lr", "dev_value", "selected", "head"]
 PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold", "lr"]
 
 

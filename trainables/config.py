@@ -255,6 +255,9 @@ class FinetuneConfig:
     max_eval_examples: int = 0
     probe_max_train: int = 4000  # linear probe: examples used to fit the logistic regression
     tasks: str = "offline"  # default suite: offline | glue | comma-separated names
+    # sequence classification reads: pooler (BERT's; NSP trains it, so full - mlm_pairs includes it) | cls (a fresh
+    # dense+tanh on [CLS], RoBERTa's head: the checkpoint's pooler weights unused)
+    head: str = "pooler"
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -275,6 +278,7 @@ class FinetuneConfig:
         require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")
         require(0 < self.qa_doc_stride < self.qa_max_len,
                  f"finetune.qa_doc_stride={self.qa_doc_stride} must be in (0, qa_max_len={self.qa_max_len})")
+        require(self.head in ("pooler", "cls"), f"finetune.head={self.head!r} is not valid; allowed: pooler, cls")
         require(self.max_train_examples >= 0 and self.max_eval_examples >= 0,
                  "finetune.max_train_examples / max_eval_examples must be >= 0 (0 = all)")
 

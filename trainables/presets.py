@@ -79,9 +79,11 @@ def _preset_gpu_quick() -> ExperimentConfig:
         # Goldstein 2023) peaks at 1e-3 too. cpu-small (2 layers) trains at 1e-3 as well.
         # Unmeasured on a GPU so far: the first gpu-quick run should compare --set optim.lr=5e-4.
         optim=OptimConfig(lr=1e-3, batch_size=128, max_steps=2000, warmup_frac=0.06),
+        # head="pooler": BERT's fine-tuning, so classification's full - mlm_pairs includes NSP's trained pooler;
+        # --set finetune.head=cls (a fresh dense+tanh on [CLS], RoBERTa's) measures the NSP loss without it.
         finetune=FinetuneConfig(epochs=3, lr=3e-4, lr_grid="1e-4,3e-4,1e-3", batch_size=32, max_len=128,
                                 qa_max_len=128, qa_doc_stride=64, max_train_examples=2000, max_eval_examples=1000,
-                                probe_max_train=2000),
+                                probe_max_train=2000, head="pooler"),
         run=RunConfig(log_every=100, eval_every=500, eval_batches=16, checkpoint_every=500, precision="bf16"),
     )
 
@@ -102,8 +104,10 @@ def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, ba
                           intermediate_size=4 * hidden, max_position=512),
         optim=OptimConfig(lr=lr, batch_size=batch, max_steps=steps, warmup_frac=0.06),
         data=DataConfig(seq_len=128, loader_workers=4),
+        # head="pooler" as BERT fine-tunes (classification's full - mlm_pairs then includes NSP's trained pooler);
+        # --set finetune.head=cls for a fresh head on [CLS] that never reads the pooler (RoBERTa's).
         finetune=FinetuneConfig(epochs=3, lr=5e-5 if hidden >= 768 else 1e-4, batch_size=32, max_len=128,
-                                lr_grid="2e-5,5e-5,1e-4" if hidden >= 768 else "5e-5,1e-4,3e-4"),
+                                lr_grid="2e-5,5e-5,1e-4" if hidden >= 768 else "5e-5,1e-4,3e-4", head="pooler"),
         run=RunConfig(log_every=50, eval_every=1000, eval_batches=20, checkpoint_every=1000),
     )
 

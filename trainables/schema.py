@@ -97,6 +97,9 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("dev_value", pa.float64(), "the same metric on the dev split: what the learning rate is chosen on", False),
     Column("selected", pa.bool_(), "this row's rate is the one chosen on dev for its (run, task): mean dev "
            "headline metric over fine-tuning seeds; estimates use only selected rows", False),
+    Column("head", pa.string(), "sequence classification head (finetune.head): pooler (BERT's, the checkpoint's "
+           "pooler weights; NSP trains them, so full - mlm_pairs includes a trained pooler) | cls (a fresh dense+tanh "
+           "on [CLS], the pooler weights unused); '' for heads on token states (tagging, qa) and the probe", False),
 )
 PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
@@ -127,6 +130,7 @@ class EvalRecord(NamedTuple):
     lr: float = float("nan")
     dev_value: float = float("nan")
     selected: bool = True
+    head: str = ""
 
 
 class PredictionRecord(NamedTuple):

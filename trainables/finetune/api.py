@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from trainables.config import ExperimentConfig, FinetuneConfig
-from trainables.finetune.heads import Checkpoint, build_head_model, load_encoder
+from trainables.finetune.heads import Checkpoint, build_head_model, head_name, load_encoder
 from trainables.finetune.loop import predict_logits, train_model
 from trainables.finetune.probe import probe_one
 from trainables.finetune.selection import select_on_dev
@@ -75,10 +75,10 @@ def score(spec: TaskSpec, preds: list[str], golds: list[str]) -> dict[str, float
 
 def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, rows: list[dict],
              preds: list[str], golds: list[str], wall: float, lr: float = float("nan"),
-             dev: dict[str, float] | None = None) -> FinetuneResult:
+             dev: dict[str, float] | None = None, head: str = "") -> FinetuneResult:
     values = score(spec, preds, golds)
     evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall,
-                        spec.name, spec.positive or "", lr, float((dev or {}).get(m, float("nan"))))
+                        spec.name, spec.positive or "", lr, float((dev or {}).get(m, float("nan"))), True, head)
              for m, v in values.items()]
     predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g, lr)
                    for r, p, g in zip(rows, preds, golds)]
@@ -132,7 +132,7 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
     ft, spec, tok = replace(cfg.finetune, lr=lr), data.spec, ck.tokenizer
     rng = np.random.default_rng(seed)  # the same training subset and order at every rate
     train_rows = subsample(data["train"], ft.max_train_examples, rng)
-    model = build_head_model(ck.path, spec, seed, ft.dropout).to(device)
+    model = build_head_model(ck.path, spec, seed, ft.dropout, ft.head).to(device)
 
     def evaluate(split: str):
         rows = subsample(data[split], ft.max_eval_examples, None)
@@ -156,7 +156,7 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
             dev_metrics = score(spec, preds, golds)
             continue
         part = _records(run_id, spec, seed, "finetune", task_name, rows, preds, golds, time.perf_counter() - t0,
-                        lr, dev_metrics)
+                        lr, dev_metrics, head_name(spec, ft.head))
         if logger is not None:
             logger.test({e.metric: e.value for e in part.evals}, split)
         result.extend(part)

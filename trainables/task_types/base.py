@@ -56,6 +56,7 @@ class TaskType:
     encode: Callable  # (rows, tokenizer, label2id, ft, max_position, train) -> Encoded
     decode: Callable  # (spec, rows, enc, logits, ft) -> (predictions, golds) as export strings
     probe: Probe | None = None  # None: the linear probe does not support this type
+    pooled: bool = False  # the head reads the pooled [CLS] state, so finetune.head (pooler | cls) applies
 
     def head_kwargs(self, labels: tuple[str, ...]) -> dict[str, Any]:
         """``from_pretrained`` arguments of the head: the label set for labelled types."""

@@ -1,8 +1,10 @@
 """Sequence classification of one text (``single``) or a text pair (``pair``).
 
 Rows: single ``{"id", "text", "label"}``, pair ``{"id", "text_a", "text_b", "label"}``; labels are
-strings. Head: ``BertForSequenceClassification`` on [CLS]; predictions are label strings. The probe
-fits on mean-pooled last hidden states (padding excluded).
+strings. Head: ``BertForSequenceClassification`` on [CLS]; predictions are label strings. The head
+reads the pooler (``pooled=True``), so ``finetune.head`` applies: ``pooler`` (BERT's, the checkpoint's
+weights) or ``cls`` (a fresh dense+tanh on [CLS], ``trainables.finetune.heads``). The probe fits on
+mean-pooled last hidden states (padding excluded).
 """
 
 from __future__ import annotations
@@ -62,6 +64,6 @@ def _predict(clf, rows: list[dict], feats: list, spec) -> tuple[list[str], list[
 
 PROBE = Probe(mean_pool, pooled_features, _xy, _predict)
 SINGLE = TaskType("single", ("text", "label"), ("accuracy", "macro_f1"), "BertForSequenceClassification",
-                  _parse(("text", "label")), lambda r: [r["label"]], _encoder("single"), decode, PROBE)
+                  _parse(("text", "label")), lambda r: [r["label"]], _encoder("single"), decode, PROBE, pooled=True)
 PAIR = TaskType("pair", ("text_a", "text_b", "label"), ("accuracy", "macro_f1"), "BertForSequenceClassification",
-                _parse(("text_a", "text_b", "label")), lambda r: [r["label"]], _encoder("pair"), decode, PROBE)
+                _parse(("text_a", "text_b", "label")), lambda r: [r["label"]], _encoder("pair"), decode, PROBE, pooled=True)
