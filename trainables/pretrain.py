@@ -48,7 +48,7 @@ from trainables.intrinsic import EvalSets, as_report, build_eval_sets, evaluate_
 from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
 from trainables.objectives import OBJECTIVES, get_objective, total_loss
 from trainables.runtime import autocast as build_autocast
-from trainables.runtime import build_adamw, resolve_device, use_deterministic_kernels
+from trainables.runtime import build_adamw, enable_tf32, resolve_device, use_deterministic_kernels
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -175,6 +175,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     rank, world = _world()
     dev = torch.device(device) if device is not None else resolve_device(cfg.run.device)
     use_deterministic_kernels(cfg.run.deterministic)
+    enable_tf32(dev, deterministic=cfg.run.deterministic)  # fp32 matmuls outside autocast (CUDA only)
     if cfg.optim.batch_size % (world * cfg.optim.grad_accum):
         raise ConfigError(f"optim.batch_size={cfg.optim.batch_size} must be divisible by workers ({world}) x "
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
