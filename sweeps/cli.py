@@ -1,4 +1,5 @@
-"""The command line every sweep script shares: options, the validated base config, the experiment root."""
+"""The command line every sweep script shares: options, the per-preset defaults, the validated base config,
+the experiment root."""
 
 from __future__ import annotations
 
@@ -8,6 +9,26 @@ from pathlib import Path
 
 from trainables.config import ConfigError, ExperimentConfig
 from trainables.presets import PRESETS, build_config
+
+# What a sweep does by default at each preset, for every sweep script (each script's own DEFAULTS add or
+# override only what is its own: the search trials, the best mix, a bigger grid's seeds). cpu-small's are
+# the default main job's and must not change. The GPU presets request GPUs: one trial of gpu-quick or
+# bert-mini leaves most of an H100/H200 idle (its step is bound by kernel launches, sweeps.plan.step_floor_s),
+# so 4 or 2 trials share one GPU (with CUDA MPS their kernels overlap: --mps); bert-small and bert-base
+# fill a GPU each. CPUs feed the preset's data.loader_workers (2 or 4) plus the training loop.
+PRESET_DEFAULTS: dict[str, dict] = {
+    "smoke": dict(seeds=2, finetune_seeds=1),
+    "cpu-small": dict(seeds=3, finetune_seeds=1),
+    "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
+    "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4),
+    "bert-small": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8),
+    "bert-base": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8),
+}
+
+
+def sweep_defaults(preset: str, own: dict[str, dict] | None = None) -> dict:
+    """The parser defaults of one script at ``preset``: the shared table, then the script's own entries."""
+    return {**PRESET_DEFAULTS.get(preset, {}), **(own or {}).get(preset, {})}
 
 
 def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: int = 3,
@@ -40,6 +61,8 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--hardware", default="this", help="for --plan and the report's plan: this (time a few steps "
                                                       "here) or h200 | h100 | a100 | l4 | a10g")
     p.add_argument("--mfu", type=float, default=0.3, help="model FLOPs utilisation the plan assumes on an accelerator")
+    p.add_argument("--mps", action="store_true", help="with fractional --gpus-per-trial: start the CUDA MPS control "
+                                                      "daemon on this node, so the trials sharing a GPU overlap")
     return p
 
 
@@ -60,12 +83,22 @@ def base_config(args: argparse.Namespace, variant: str = "full") -> ExperimentCo
         raise ConfigError(f"--seeds={args.seeds} must be >= 1")
     if args.cpus_per_trial < 1 or args.workers_per_trial < 1 or args.gpus_per_trial < 0:
         raise ConfigError("--cpus-per-trial and --workers-per-trial must be >= 1 and --gpus-per-trial >= 0")
-    if args.workers_per_trial > 1 and 0 < args.gpus_per_trial < 1:
-        raise ConfigError(f"--gpus-per-trial={args.gpus_per_trial} with --workers-per-trial={args.workers_per_trial}: "
-                          "a fraction of a GPU is for one-worker trials; give each worker a whole GPU")
+    check_gpus_per_worker(args.gpus_per_trial, args.workers_per_trial)
     if not 0 < args.mfu <= 1:
         raise ConfigError(f"--mfu={args.mfu} must be in (0, 1]")
     return cfg
+
+
+def check_gpus_per_worker(gpus: float, workers: int) -> None:
+    """A DDP trial's workers need whole GPUs each: two NCCL ranks on one GPU fail ("Duplicate GPU"), so with
+    several workers --gpus-per-trial is 0 or a positive multiple of them. One worker may take a fraction."""
+    if workers <= 1 or not gpus:
+        return
+    per = gpus / workers
+    if per < 1 or per != int(per):
+        raise ConfigError(f"--gpus-per-trial={gpus:g} over --workers-per-trial={workers} is {per:g} GPU per worker; "
+                          f"DDP workers need whole GPUs: --gpus-per-trial must be 0 or a multiple of {workers} "
+                          f"({workers}, {2 * workers}, ...)")
 
 
 def experiment_root(args: argparse.Namespace, script: str) -> str:

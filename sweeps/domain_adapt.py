@@ -32,13 +32,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
 from sweeps import phases  # noqa: E402
-from sweeps.cli import base_config, build_parser  # noqa: E402
+from sweeps.cli import base_config, build_parser, sweep_defaults  # noqa: E402
 from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
 from sweeps.runner import Phase, run_phase  # noqa: E402
 from trainables.config import ConfigError, ExperimentConfig, ModelConfig  # noqa: E402
 from trainables.presets import PRESETS  # noqa: E402
 
-DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
+DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds and resources per preset are sweeps.cli.PRESET_DEFAULTS
 BEFORE, AFTER = "before", "domain_adapt"
 LR_FACTOR = 0.1  # default: continued pretraining at a tenth of the preset's peak learning rate
 
@@ -191,7 +191,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, str]:
             raise ConfigError(f"--{flag} is required (see python sweeps/domain_adapt.py --help)")
     checkpoint = resolve_checkpoint(known.checkpoint)
     preset = known.preset or checkpoint_preset(checkpoint) or "cpu-small"
-    p.set_defaults(preset=preset, **DEFAULTS.get(preset, DEFAULTS["cpu-small"]))
+    p.set_defaults(preset=preset, **sweep_defaults(preset, DEFAULTS))
     args = p.parse_args(argv)
     corpus = Path(args.corpus).expanduser()
     if corpus.exists():  # trials run in their own directories: relative paths would not resolve there

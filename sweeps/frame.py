@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from sweeps.cli import base_config, build_parser, experiment_root
+from sweeps.cli import base_config, build_parser, experiment_root, sweep_defaults
 from sweeps.export import export
 from sweeps.progress import Progress
-from sweeps.runner import configure_logging, init_ray
+from sweeps.runner import configure_logging, init_ray, mps_advice
 from trainables.config import ConfigError, ExperimentConfig
 from trainables.data.text import CorpusError
 
@@ -36,16 +36,40 @@ class Context:
 
 def prepare_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True) -> None:
     """Prepare the corpus once, on Ray Data over every CPU of the cluster, into ``data.prepared_root``
-    (every trial memory-maps it), and fetch the tasks, before trials race for them."""
+    (every trial memory-maps it), refuse runs that would repeat it more than data.allow_epochs times, and
+    fetch the tasks, before trials race for them."""
     from trainables.data.prepare import prepare_corpus
     from trainables.tasks import load_task
 
     if corpus:
         d = cfg.data
-        prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir or cfg.run.init_checkpoint,
-                       engine="ray")
+        uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir or cfg.run.init_checkpoint,
+                             engine="ray")
+        check_prepared_epochs(cfg, uri)
     for name in task_names:
         load_task(name, cfg.data.cache_dir or None)
+
+
+def train_tokens(dir_uri: str, heldout_fraction: float) -> float | None:
+    """A prepared corpus's training tokens from its manifest: all its tokens less the held-out share (the
+    held-out part is a share of documents, so this is approximate), or None without a manifest."""
+    import posixpath
+
+    from trainables.data import shards
+
+    fs, base = shards.filesystem(dir_uri)
+    manifest = shards.read_json(fs, posixpath.join(base, shards.MANIFEST))
+    return None if not manifest else manifest["tokens"] * (1.0 - heldout_fraction)
+
+
+def check_prepared_epochs(cfg: ExperimentConfig, dir_uri: str) -> None:
+    """Refuse, before any trial starts, a sweep whose runs would repeat the prepared corpus more than
+    data.allow_epochs times (``trainables.presets.check_epochs``)."""
+    from trainables.presets import check_epochs
+
+    tokens = train_tokens(dir_uri, cfg.data.heldout_fraction)
+    if tokens is not None:
+        check_epochs(cfg, tokens)
 
 
 def with_shared_data(cfg: ExperimentConfig, root: str) -> ExperimentConfig:
@@ -76,7 +100,7 @@ def default_parse(sweep: "Sweep", argv: list[str] | None) -> argparse.Namespace:
     if sweep.extra_args:
         sweep.extra_args(p)
     known, _ = p.parse_known_args(argv)
-    p.set_defaults(**sweep.defaults.get(known.preset, sweep.defaults["cpu-small"]))
+    p.set_defaults(**sweep_defaults(known.preset, sweep.defaults))
     return p.parse_args(argv)
 
 
@@ -124,6 +148,7 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         plan = sweep_plan(sweep, ctx) if sweep.measured and (args.hardware != "this" or not args.gpus_per_trial) else None
         if plan is not None:
             ctx.progress.planned.update({p.name: p.wall_s for p in plan.phases})
+        mps_advice(args, cfg)
         init_ray(args)
         t_prep = time.time()
         prepare_data(cfg, ctx.tasks)

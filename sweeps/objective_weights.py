@@ -30,14 +30,19 @@ from sweeps.frame import Context, Sweep, prepare_data, sweep_main  # noqa: E402
 from sweeps.runner import Phase, run_phase  # noqa: E402
 from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 
-# What each preset's default run does (sized with ../shared/SCIENCE.md: fewer, longer runs).
+# What is this script's own at each preset: the search and the best mix (seeds, GPUs and CPUs per trial come
+# from sweeps.cli.PRESET_DEFAULTS; sized with ../shared/SCIENCE.md: fewer, longer runs).
 DEFAULTS = {
-    "smoke": dict(num_samples=4, seeds=2, finetune_seeds=1),
+    "smoke": dict(num_samples=4),
     # Two cores, 20 minutes: a two-trial search shows the mechanics (BERT's mix and one TPE point); measuring
     # a searched mix as well would add 3 runs and 3 fine-tunings (~6 min), so it is opt-in here.
-    "cpu-small": dict(num_samples=2, seeds=3, finetune_seeds=1, measure_best_mix=False),
-    # One H200: four trials share the GPU (a quarter each, four CPUs each), five pretraining seeds.
-    "gpu-quick": dict(num_samples=8, seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
+    "cpu-small": dict(num_samples=2, measure_best_mix=False),
+    # One H200: eight search trials, four at a time on the shared GPU; the best mix is measured over the seeds.
+    "gpu-quick": dict(num_samples=8, measure_best_mix=True),
+    # Clusters: ASHA stops half the trials at each rung, so eight trials cost ~3 full runs (sweeps.plan).
+    "bert-mini": dict(num_samples=8, measure_best_mix=True),
+    "bert-small": dict(num_samples=8, measure_best_mix=True),
+    "bert-base": dict(num_samples=4, measure_best_mix=True),
 }
 PROBE_TASKS = ("sentiment", "topic")
 

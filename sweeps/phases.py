@@ -49,6 +49,11 @@ def pretrain_resources(args) -> dict[str, float]:
     return {"CPU": args.cpus_per_trial, **({"GPU": args.gpus_per_trial} if args.gpus_per_trial else {})}
 
 
+def finetune_resources(args) -> dict[str, float]:
+    """A fine-tuning trial is one process: the CPUs and (a fraction of) a GPU of a one-worker trial."""
+    return {"CPU": args.cpus_per_trial, **({"GPU": args.gpus_per_trial} if args.gpus_per_trial else {})}
+
+
 def common_trial_config(args, root: str, probe_tasks: list[str]) -> dict[str, Any]:
     return {"cpus_per_trial": args.cpus_per_trial, "gpus_per_trial": args.gpus_per_trial,
             "workers": args.workers_per_trial, "probe_tasks": probe_tasks, "storage_path": root}
@@ -75,8 +80,7 @@ def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "")
     return Phase("finetune", flatten(finetune_trainable),
                  {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial, "phase": "finetune",
                   "storage_path": root},
-                 {"CPU": args.cpus_per_trial, **({"GPU": args.gpus_per_trial} if args.gpus_per_trial else {})},
-                 max_concurrent=args.max_concurrent)
+                 finetune_resources(args), max_concurrent=args.max_concurrent)
 
 def flatten(trainable):
     """Trials get ``{"spec": {...}, common...}``; the trainables read one flat dict."""

@@ -11,6 +11,13 @@ achieved rate -- on this machine the rate is measured by timing a few pretrainin
 preset's model (``--hardware this``); for an accelerator it is its peak bf16 rate times the stated
 utilisation (``--mfu``) -- divided by the trials that run at once, plus a fixed start-up per trial.
 The plan is written beside the experiment (plan.json) and the report puts it next to what happened.
+
+On an accelerator a small model's step is not FLOP-bound: an eager step launches a few hundred CUDA
+kernels (``step_kernels``) at ``KERNEL_LAUNCH_S`` each, so a step takes max(FLOPs / rate, that floor)
+(``step_floor_s``; the rate measured on this machine already includes it). Each fine-tuning trial also
+builds a model from its checkpoint per (task, rate): ``FINETUNE_LOAD_S`` each. The plan prints its
+assumptions under the table (``Plan.assumptions``); gpu-quick's quarter hour on one H200 rests on them:
+20% MFU, 4 trials sharing the GPU with their kernels overlapping (CUDA MPS), a ~5 ms step floor.
 """
 
 from __future__ import annotations
@@ -28,6 +35,17 @@ TRIAL_OVERHEAD_S = {"pretrain": 12.0, "finetune": 5.0}
 EVAL_OVERHEAD_S = 12.0
 # Fine-tuning reaches less of the pretraining step's rate: dropout (13% on cpu-small) and short sequences.
 FINETUNE_RATE_FACTOR = 0.85
+# The per-step latency floor on an accelerator (assumed, not measured here): an eager training step launches
+# KERNELS_FIXED (embeddings, heads, losses, clipping, the fused AdamW) + KERNELS_PER_LAYER per encoder layer
+# CUDA kernels, forward and backward -- ~600 for a 4-layer 256-wide BERT -- at KERNEL_LAUNCH_S each (5-10 us of
+# launch and scheduling per kernel, whatever its FLOPs). A forward-only batch launches EVAL_KERNEL_SHARE of them.
+KERNEL_LAUNCH_S = 7.5e-6
+KERNELS_PER_LAYER = 120
+KERNELS_FIXED = 120
+EVAL_KERNEL_SHARE = 1 / 3
+# Per (run, task, seed, rate) of fine-tuning: the checkpoint read and the head model built and moved to the
+# device (trainables.finetune builds one per rate), a fixed cost whatever the model's FLOPs (assumed).
+FINETUNE_LOAD_S = 1.0
 # Approximate train-split sizes of the hub benchmarks (the planner needs a count before anything is loaded).
 HUB_TRAIN_SIZES = {"mnli": 392_702, "qnli": 104_743, "mrpc": 3_668, "sst2": 67_349, "cola": 8_551,
                    "conll2003_ner": 14_041, "conll2003_pos": 14_041, "squad": 87_599}
@@ -50,6 +68,7 @@ class Plan:
     rate_flops: float  # achieved FLOP/s per trial the estimate assumes
     utilisation: str
     phases: list[PhasePlan] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)  # printed under the table
 
     @property
     def wall_s(self) -> float:
@@ -65,7 +84,29 @@ class Plan:
             lines.append(f"{p.name:10s}{p.runs:>6}{p.tokens / 1e6:>10.3g} M{p.flops / 1e15:>10.3g}{p.parallel:>9}"
                          f"{p.wall_s / 60:>8.1f} m  {p.notes}")
         lines.append(f"{'total':10s}{'':>47}{self.wall_s / 60:>8.1f} m")
+        lines += [f"  assumes: {a}" for a in self.assumptions]
         return "\n".join(lines)
+
+
+def step_kernels(model) -> int:
+    """CUDA kernels one eager training step of ``model`` launches (forward, backward, optimizer): assumed."""
+    return KERNELS_FIXED + KERNELS_PER_LAYER * model.num_layers
+
+
+def step_floor_s(model) -> float:
+    """The least time one training step of ``model`` takes on an accelerator: its kernel launches."""
+    return step_kernels(model) * KERNEL_LAUNCH_S
+
+
+def _finetune_steps(cfg, tasks: list[str]) -> tuple[float, float]:
+    """(optimizer steps, forward-only batches) of fine-tuning one checkpoint with one seed on ``tasks``."""
+    ft, steps, batches = cfg.finetune, 0.0, 0.0
+    for t in tasks:
+        n = _task_train_size(t, cfg)
+        steps += ft.epochs * math.ceil(n / ft.batch_size) * len(ft.rates)
+        passes = 2 + (max(math.ceil(ft.epochs) - 1, 0) if cfg.run.tensorboard else 0)
+        batches += passes * math.ceil((ft.max_eval_examples or n // 8) / (2 * ft.batch_size)) * len(ft.rates)
+    return steps, batches
 
 
 def _pretrain_cost(cfg) -> tuple[float, float]:
@@ -164,14 +205,17 @@ def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
 
 
 def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[object, int]], tasks: list[str],
-           rate: float, parallel: int, notes: str = "", probes: tuple[list[str], float] = ((), 0.0)) -> PhasePlan:
-    """``probes``: the probe tasks and the expected probed evaluations per run (search trials)."""
+           rate: float, parallel: int, notes: str = "", probes: tuple[list[str], float] = ((), 0.0),
+           accelerator: bool = False) -> PhasePlan:
+    """``probes``: the probe tasks and the expected probed evaluations per run (search trials).
+    ``accelerator``: a step takes at least ``step_floor_s`` (a rate measured here already includes it)."""
     tokens = flops = seconds = 0.0
     probe_tasks, evals = probes
     for cfg, fraction in runs:
         t, f = _pretrain_cost(cfg)
         tokens, flops = tokens + fraction * t, flops + fraction * f
-        seconds += f * fraction / rate
+        steps = fraction * (0 if cfg.objective.variant == "none" else cfg.optim.max_steps)
+        seconds += max(f * fraction / rate, steps * step_floor_s(cfg.model) if accelerator else 0.0)
         if probe_tasks and evals:
             t, f = _probe_cost(cfg, probe_tasks)
             tokens, flops = tokens + evals * t, flops + evals * f
@@ -179,11 +223,34 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
     for cfg, n in finetunes:
         t, f = _finetune_cost(cfg, tasks)
         tokens, flops = tokens + n * t, flops + n * f
-        seconds += n * f / (rate * FINETUNE_RATE_FACTOR)
+        steps, batches = _finetune_steps(cfg, tasks)
+        floor = (steps + EVAL_KERNEL_SHARE * batches) * step_floor_s(cfg.model) if accelerator else 0.0
+        seconds += n * (max(f / (rate * FINETUNE_RATE_FACTOR), floor) + finetune_loads(cfg, tasks) * FINETUNE_LOAD_S)
     trials = len(runs) + len(finetunes)
     at_once = max(1, min(parallel, trials))
     overhead = len(runs) * TRIAL_OVERHEAD_S["pretrain"] + len(finetunes) * TRIAL_OVERHEAD_S["finetune"]
     return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / at_once, at_once, notes)
+
+
+def finetune_loads(cfg, tasks: list[str]) -> int:
+    """Models one fine-tuning trial builds from its checkpoint: one per (task, rate)."""
+    return len(tasks) * len(cfg.finetune.rates)
+
+
+def plan_assumptions(args, cfg, accelerator: bool) -> list[str]:
+    """What the plan's wall time rests on, printed under its table."""
+    lines = []
+    if accelerator:
+        share = args.gpus_per_trial or 1.0
+        lines.append(f"{args.mfu:.0%} MFU on {args.hardware} x {share:g} GPU per trial; "
+                     f"{concurrency(args)} trial(s) at once" + (", their kernels overlapping (CUDA MPS, --mps)"
+                                                                  if 0 < share < 1 else ""))
+        lines.append(f"a step takes at least {step_kernels(cfg.model)} kernel launches x {KERNEL_LAUNCH_S * 1e6:g} us "
+                     f"= {step_floor_s(cfg.model) * 1e3:.1f} ms (eager PyTorch; sweeps.plan.step_floor_s)")
+    lines.append(f"start-up {TRIAL_OVERHEAD_S['pretrain']:g} s per pretraining and {TRIAL_OVERHEAD_S['finetune']:g} s "
+                 f"per fine-tuning trial, {FINETUNE_LOAD_S:g} s per model built for a (task, rate), "
+                 f"{EVAL_OVERHEAD_S:g} s per search evaluation; data preparation not planned")
+    return lines
 
 
 def concurrency(args) -> int:
@@ -205,7 +272,9 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
     """The phases a sweep runs: the search (ASHA's expected share of the budget per trial), the
     measurement grid (variants x seeds) and its fine-tuning (x fine-tuning seeds on ``tasks``)."""
     rate, how = hardware_rate(args.hardware, args.mfu, cfg, args.gpus_per_trial, args.cpus_per_trial)
-    plan = Plan(args.hardware, rate, how)
+    check_corpus_epochs(cfg)
+    accelerator = args.hardware != "this"
+    plan = Plan(args.hardware, rate, how, assumptions=plan_assumptions(args, cfg, accelerator))
     parallel = concurrency(args)
     if searched and searched[0]:
         trials, scfg, *rest = searched
@@ -214,16 +283,32 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
         probe_tasks = list(rest[0]) if rest else []
         plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], tasks, rate, parallel,
                                   f"ASHA: {frac:.0%} of the budget per trial expected",
-                                  probes=(probe_tasks, frac * rungs)))
+                                  probes=(probe_tasks, frac * rungs), accelerator=accelerator))
     runs = [(vcfg, 1.0) for _, vcfg, seeds in measured for _ in range(seeds)]
     plan.phases.append(_phase("measure", runs, [], tasks, rate, parallel,
                               f"{len(measured)} variants x seeds; none trains 0 steps"
-                              + ("; best_mix counted (an upper bound)" if any(n == "best_mix" for n, *_ in measured) else "")))
+                              + ("; best_mix counted (an upper bound)" if any(n == "best_mix" for n, *_ in measured) else ""),
+                              accelerator=accelerator))
     if args.finetune_seeds:
         fts = [(vcfg, 1) for vcfg, _ in runs for _ in range(args.finetune_seeds)]
         plan.phases.append(_phase("finetune", [], fts, tasks, rate, parallel,
-                                  f"{len(tasks)} tasks x {len(cfg.finetune.rates)} rate(s) per trial"))
+                                  f"{len(tasks)} tasks x {len(cfg.finetune.rates)} rate(s) per trial",
+                                  accelerator=accelerator))
     return plan
+
+
+# Training tokens of the built-in corpus: the data benchmark's 6.0 M tokens less the 2% of documents held out
+# (README; a few % fewer at bert-*'s 30k vocabulary). The plan checks the epochs with it before preparing.
+BUILTIN_TRAIN_TOKENS = 5.9e6
+
+
+def check_corpus_epochs(cfg) -> None:
+    """``trainables.presets.check_epochs`` before anything is prepared, where the corpus's size is known
+    without preparing it (the built-in corpus); every corpus is checked again once prepared (sweeps.frame)."""
+    from trainables.presets import check_epochs
+
+    if cfg.data.corpus == "builtin" and not cfg.data.max_documents:
+        check_epochs(cfg, BUILTIN_TRAIN_TOKENS)
 
 
 def planned_vs_actual(plan: Plan, actual: dict[str, float]) -> str:

@@ -1,4 +1,5 @@
-"""Ray set-up and one Tune experiment per phase: ``init_ray``, ``Phase``, ``run_phase``, logging.
+"""Ray set-up and one Tune experiment per phase: ``init_ray``, ``Phase``, ``run_phase``, logging, and the
+CUDA MPS advice for trials that share a GPU (``mps_advice``).
 
 A phase is a Tune experiment at ``<root>/<phase.name>``; ``--resume`` restores it with
 ``Tuner.restore`` so finished trials are not run again. Trial directories are named by run id
@@ -10,6 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -29,6 +33,48 @@ def init_ray(args: argparse.Namespace) -> None:
         ray.init(address=args.address, log_to_driver=False)
     else:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level=logging.WARNING)
+
+
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def mps_running() -> bool:
+    """The MPS control daemon listens on ``$CUDA_MPS_PIPE_DIRECTORY/control`` (default /tmp/nvidia-mps)."""
+    return os.path.exists(os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "control"))
+
+
+def mps_advice(args: argparse.Namespace, cfg=None, out=None, which=shutil.which, run=subprocess.run) -> str | None:
+    """Trials that share a GPU (fractional --gpus-per-trial) are separate processes: without CUDA MPS the GPU
+    time-slices between their contexts, so one small trial's kernels never overlap another's, and each step
+    costs at least its kernel launches (``sweeps.plan.step_floor_s``, a few ms for a 4-layer model). With the
+    MPS daemon they run concurrently. Nothing is started silently: one line of advice, or, under --mps, the
+    daemon on this node (on a cluster every GPU node needs it: README, Cluster). Returns the line printed."""
+    gpus = args.gpus_per_trial
+    if not 0 < gpus < 1:
+        return None
+    path = which(MPS_CONTROL)
+    if path is None:
+        if getattr(args, "mps", False):
+            raise ConfigError(f"--mps but {MPS_CONTROL} is not on PATH here; allowed: a node with the NVIDIA "
+                              "driver's MPS tools, or leave out --mps")
+        return None
+    floor = ""
+    if cfg is not None:
+        from sweeps.plan import step_floor_s
+
+        floor = f"; each trial's step takes at least ~{step_floor_s(cfg.model) * 1e3:.1f} ms of kernel launches"
+    trials = int(1 / gpus)
+    if mps_running():
+        line = f"CUDA MPS is running: the {trials} trials sharing each GPU overlap{floor}"
+    elif getattr(args, "mps", False):
+        run([path, "-d"], check=True)
+        line = (f"started the CUDA MPS control daemon for {trials} trials per GPU{floor} "
+                f"(stop it with: echo quit | {MPS_CONTROL})")
+    else:
+        line = (f"tip: {trials} trials share each GPU; without CUDA MPS their kernels take turns{floor}: start it "
+                f"with `{MPS_CONTROL} -d` (or add --mps), stop it with `echo quit | {MPS_CONTROL}`")
+    print(line, file=out or sys.stdout, flush=True)
+    return line
 
 
 @dataclass

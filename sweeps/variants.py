@@ -22,7 +22,7 @@ from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
 from trainables.config import ConfigError  # noqa: E402
 from trainables.objectives import VARIANTS  # noqa: E402
 
-DEFAULTS = {"smoke": dict(seeds=2, finetune_seeds=1), "cpu-small": dict(seeds=3, finetune_seeds=1)}
+DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds and resources per preset are sweeps.cli.PRESET_DEFAULTS
 
 
 def parse_variants(text: str) -> list[str]:

@@ -13,6 +13,13 @@ shuffled per copy, so no two copies tokenize alike) as parquet, then measures, e
                            model) at batch 256 x sequence 128, what an accelerator would consume
 
 Times are wall clock of whole processes on this machine; quote ratios measured side by side.
+
+``python -m trainables.bench_data --one-file --copies 1,4,16`` measures instead what a user's own corpus
+costs the preparing process: the same k copies written as ONE large text file (documents separated by a
+blank line, one sentence per line) and as one parquet file, each prepared cold with one worker in a
+fresh process (the tokenizing runs in that process), reporting its peak resident memory:
+
+    txt_peak_rss_gb, parquet_peak_rss_gb    should stay flat in k: preparation streams byte-range units
 """
 
 from __future__ import annotations
@@ -20,11 +27,13 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -47,6 +56,29 @@ def write_copies(k: int, out: Path, cache_dir: str | None = None) -> Path:
         writer = writer or pq.ParquetWriter(path, part.schema)
         writer.write_table(part, row_group_size=256)
     writer.close()
+    return path
+
+
+def _copy_documents(k: int, cache_dir: str | None = None) -> Iterator[list[str]]:
+    """The documents of k copies of the built-in corpus, sentences shuffled per copy after the first."""
+    import pyarrow.parquet as pq
+
+    from trainables.data.builtin import builtin_corpus_path
+
+    docs = pq.read_table(builtin_corpus_path(cache_dir), columns=["sentences"]).column("sentences").to_pylist()
+    for c in range(k):
+        rng = np.random.default_rng(c)
+        for d in docs:
+            yield [d[i] for i in rng.permutation(len(d))] if c else list(d)
+
+
+def write_one_text_file(k: int, out: Path, cache_dir: str | None = None) -> Path:
+    """k copies of the built-in corpus as one .txt file: a sentence per line, a blank line between documents
+    (the same shuffles as ``write_copies``), written as it goes."""
+    path = out / f"copies{k}.txt"
+    with open(path, "w", encoding="utf-8") as f:
+        for sentences in _copy_documents(k, cache_dir):
+            f.write("\n".join(s.replace("\n", " ") for s in sentences) + "\n\n")
     return path
 
 
@@ -81,7 +113,9 @@ def cold(corpus: str, root: str, workers: int) -> dict:
     uri = prepare_corpus(cfg.data, cfg.model.vocab_size, engine="local", workers=workers)
     seconds = time.perf_counter() - t0
     m = PreparedCorpus(uri).manifest
-    return {"seconds": seconds, "tokens": m["tokens"], "documents": m["documents"]}
+    return {"seconds": seconds, "tokens": m["tokens"], "documents": m["documents"],
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "workers_peak_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20}
 
 
 def warm(corpus: str, root: str) -> dict:
@@ -131,7 +165,37 @@ def run(copies: list[int], workdir: str | None = None) -> list[dict]:
     return rows
 
 
+def run_one_file(copies: list[int], workdir: str | None = None) -> list[dict]:
+    """Peak RSS of a cold, one-worker preparation of one large text file and of one parquet file, per k."""
+    rows = []
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for k in copies:
+            row: dict = {"copies": k}
+            for fmt, write in (("txt", write_one_text_file), ("parquet", write_copies)):
+                corpus = write(k, Path(tmp))
+                out = _child(["cold", str(corpus), f"{tmp}/{fmt}-{k}", "1"])
+                row.update({f"{fmt}_mb": round(corpus.stat().st_size / 2**20, 1), f"{fmt}_documents": out["documents"],
+                            f"{fmt}_tokens": out["tokens"], f"{fmt}_cold_1w_s": round(out["seconds"], 1),
+                            f"{fmt}_peak_rss_gb": round(out["peak_rss_gb"], 3)})
+                corpus.unlink()  # the next k's files need the disk more
+                shutil.rmtree(f"{tmp}/{fmt}-{k}", ignore_errors=True)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def _main(argv: list[str]) -> int:
+    if argv[:1] and argv[0].startswith("--"):  # the benchmark itself (a child's first argument is its kind)
+        import argparse
+
+        p = argparse.ArgumentParser(prog="python -m trainables.bench_data")
+        p.add_argument("--one-file", action="store_true", help="peak RSS of preparing one large txt / parquet file")
+        p.add_argument("--copies", default="1,4,16")
+        p.add_argument("--workdir", default=None)
+        args = p.parse_args(argv)
+        copies = [int(c) for c in args.copies.split(",") if c.strip()]
+        (run_one_file if args.one_file else run)(copies, args.workdir)
+        return 0
     kind, corpus, root, *rest = argv
     out = {"cold": lambda: cold(corpus, root, int(rest[0])), "warm": lambda: warm(corpus, root),
            "pipeline": lambda: pipeline(corpus, root)}[kind]()

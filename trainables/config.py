@@ -188,6 +188,10 @@ class DataConfig:
     data_order: str = "per_seed"  # per_seed: pretraining seed k also sets chunking, pairs and order; fixed: data_seed
     data_seed: int = 0  # the data order when data_order=fixed (the same for every pretraining seed)
     loader_workers: int = 0  # 0: batches built in a background thread; N: DataLoader worker processes
+    # Most passes over the training tokens a run may make (trainables.presets.check_epochs): ~16 is where
+    # repeated tokens have lost most of their value (Muennighoff et al. 2023, R*_D ~ 15); gpu-quick makes ~6
+    # of the built-in corpus, bert-mini would make ~110 and must use a bigger corpus or raise this.
+    allow_epochs: float = 16.0
 
     def __post_init__(self):
         require(bool(self.corpus), "data.corpus is empty; allowed: builtin, synthetic, a path, or hub:NAME")
@@ -198,6 +202,7 @@ class DataConfig:
         choice("data.data_order", self.data_order, DATA_ORDERS)
         require(self.tokenizer_sample >= 1000, f"data.tokenizer_sample={self.tokenizer_sample} must be >= 1000")
         require(self.loader_workers >= 0, f"data.loader_workers={self.loader_workers} must be >= 0")
+        require(self.allow_epochs > 0, f"data.allow_epochs={self.allow_epochs} must be > 0")
 
 
 @dataclass(frozen=True)

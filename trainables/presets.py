@@ -6,14 +6,21 @@
     cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (sized in SCIENCE.md)
     gpu-quick   one H200-class GPU in a quarter hour: bert-mini width, several trials sharing the GPU
     bert-mini, bert-small, bert-base   the published BERT family sizes, for GPU clusters
+
+A preset is sized to its data: ``check_epochs(cfg, train_tokens)`` refuses a run that would pass over its
+corpus more than ``data.allow_epochs`` times (the bert-* presets on the built-in corpus: use a hub corpus).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from trainables.config import (DataConfig, ExperimentConfig, FinetuneConfig, ModelConfig, OptimConfig,
+from trainables.config import (ConfigError, DataConfig, ExperimentConfig, FinetuneConfig, ModelConfig, OptimConfig,
                                RunConfig, choice, objective_for_variant)
+
+# A corpus big enough for the bert-* presets (~4 B tokens: bert-base's 3.3 B at 100k x 256 x 128 is < 1 epoch).
+HUB_CORPUS = "hub:wikimedia/wikipedia:20231101.en"
 from trainables.overrides import apply_overrides
 
 
@@ -66,6 +73,11 @@ def _preset_gpu_quick() -> ExperimentConfig:
         model=ModelConfig(vocab_size=16384, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024,
                           max_position=128),  # ~6 epochs of the built-in corpus: BERT's dropout stays
         data=DataConfig(seq_len=128, loader_workers=2),
+        # lr 1e-3 at batch 128 is twice ELECTRA-Small's 5e-4 at the same batch (Clark et al. 2020, Table 6), kept
+        # on purpose: this encoder is 4 layers deep, not 12 (a post-LN encoder's stable peak rate falls with
+        # depth: Xiong et al. 2020), and 2,000 steps are a short, budgeted schedule, where cramming (Geiping &
+        # Goldstein 2023) peaks at 1e-3 too. cpu-small (2 layers) trains at 1e-3 as well.
+        # Unmeasured on a GPU so far: the first gpu-quick run should compare --set optim.lr=5e-4.
         optim=OptimConfig(lr=1e-3, batch_size=128, max_steps=2000, warmup_frac=0.06),
         finetune=FinetuneConfig(epochs=3, lr=3e-4, lr_grid="1e-4,3e-4,1e-3", batch_size=32, max_len=128,
                                 qa_max_len=128, qa_doc_stride=64, max_train_examples=2000, max_eval_examples=1000,
@@ -75,7 +87,15 @@ def _preset_gpu_quick() -> ExperimentConfig:
 
 
 def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, batch: int, lr: float) -> ExperimentConfig:
-    # The published BERT family (Turc et al. 2019 for mini/small; Devlin et al. 2019 for base): GPU sizes.
+    # The published BERT family sizes (L/H/A): mini 4/256/4 and small 4/512/8 from Turc et al. 2019 ("Well-Read
+    # Students Learn Better", the 24 miniatures pretrained with BERT's own recipe), base 12/768/12 from Devlin
+    # et al. 2019. The recipe is BERT's (batch 256 at sequence 128; Devlin's peak lr 1e-4 for base), with 6%
+    # linear warmup (RoBERTa; Izsak et al. 2021) instead of 10k of 1M steps, as these runs are 20-100k steps.
+    # The narrower models take higher peaks (5e-4 for 512 wide, 1e-3 for 256: ELECTRA-Small, 256 wide, trains
+    # at 5e-4 at batch 128 with 12 layers; these have 4). Large-batch recipes for H100/H200 clusters are
+    # batch 4096 at 1e-3 (Izsak et al. 2021, "How to Train BERT with an Academic Budget") or 5e-4 with 6%
+    # warmup and 30% masking (MosaicBERT, Portes et al. 2023): --set optim.batch_size=4096 optim.lr=5e-4
+    # optim.max_steps=... . Each needs billions of tokens: a hub corpus (check_epochs).
     return ExperimentConfig(
         preset=name,
         model=ModelConfig(vocab_size=30522, hidden_size=hidden, num_layers=layers, num_heads=heads,
@@ -96,6 +116,34 @@ PRESETS: dict[str, Any] = {
     "bert-small": lambda: _bert_family("bert-small", 512, 4, 8, steps=50_000, batch=256, lr=5e-4),
     "bert-base": lambda: _bert_family("bert-base", 768, 12, 12, steps=100_000, batch=256, lr=1e-4),
 }
+
+
+def run_tokens(cfg: ExperimentConfig) -> int:
+    """Tokens a full run of ``cfg`` trains on: every step at its full sequence length (an upper bound: short
+    segments (data.short_seq_prob) and padding carry fewer real tokens), the second phase at its own."""
+    o = cfg.optim
+    if cfg.objective.variant == "none":
+        return 0
+    phase1 = (o.max_steps - o.phase2_steps) * o.batch_size * cfg.data.seq_len
+    return phase1 + o.phase2_steps * o.batch_size * o.phase2_seq_len
+
+
+def run_epochs(cfg: ExperimentConfig, train_tokens: float) -> float:
+    """Passes over the corpus's training tokens: ~ max_steps x batch_size x seq_len / train_tokens."""
+    return run_tokens(cfg) / max(float(train_tokens), 1.0)
+
+
+def check_epochs(cfg: ExperimentConfig, train_tokens: float) -> None:
+    """Refuse a run that would repeat its corpus more than ``data.allow_epochs`` times (one line, ConfigError):
+    past ~16 passes repeated tokens teach little, and the comparison would measure memorisation."""
+    epochs = run_epochs(cfg, train_tokens)
+    if epochs <= cfg.data.allow_epochs:
+        return
+    o = cfg.optim
+    raise ConfigError(f"preset {cfg.preset}: {o.max_steps} steps x {o.batch_size} x {cfg.data.seq_len} tokens are "
+                      f"{epochs:.0f} epochs of corpus {cfg.data.corpus!r} ({train_tokens / 1e6:.1f} M training "
+                      f"tokens), above data.allow_epochs={cfg.data.allow_epochs:g}; use a bigger corpus (e.g. "
+                      f"--corpus {HUB_CORPUS}), fewer steps, or --set data.allow_epochs={math.ceil(epochs)}")
 
 
 def build_config(preset: str = "cpu-small", variant: str | None = None,

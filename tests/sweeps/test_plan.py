@@ -65,6 +65,8 @@ def test_pretraining_flops_per_token_match_six_times_the_parameters():
 def test_wall_time_scales_with_one_over_the_utilisation(monkeypatch):
     monkeypatch.setattr(plan, "TRIAL_OVERHEAD_S", {"pretrain": 0.0, "finetune": 0.0})
     monkeypatch.setattr(plan, "EVAL_OVERHEAD_S", 0.0)
+    monkeypatch.setattr(plan, "FINETUNE_LOAD_S", 0.0)  # fixed costs and the step floor do not scale with MFU
+    monkeypatch.setattr(plan, "KERNEL_LAUNCH_S", 0.0)
     fast, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.4")
     slow, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "0.2")
     for a, b in zip(fast.phases, slow.phases):
@@ -159,3 +161,56 @@ def test_search_trials_pay_their_probe_at_every_rung_they_reach():
     pretrain_tokens = args.num_samples * frac * plan._pretrain_cost(scfg)[0]
     probe_tokens = args.num_samples * frac * plan.ASHA_RUNGS * plan._probe_cost(scfg, objective_weights.PROBE_TASKS)[0]
     assert probe_tokens > 0 and search.tokens == pytest.approx(pretrain_tokens + probe_tokens)
+
+
+def _no_fixed_costs(monkeypatch):
+    monkeypatch.setattr(plan, "TRIAL_OVERHEAD_S", {"pretrain": 0.0, "finetune": 0.0})
+    monkeypatch.setattr(plan, "EVAL_OVERHEAD_S", 0.0)
+    monkeypatch.setattr(plan, "FINETUNE_LOAD_S", 0.0)
+
+
+def test_the_step_floor_dominates_a_tiny_model_at_a_huge_utilisation(monkeypatch):
+    """At 100% MFU of an H200 quarter, gpu-quick's FLOPs take ~1.6 ms a step; its ~600 kernel launches take
+    4.5 ms: the measure phase is the floor x steps, not FLOPs / rate."""
+    _no_fixed_costs(monkeypatch)
+    p, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "1.0")
+    measure = {x.name: x for x in p.phases}["measure"]
+    floor = plan.step_floor_s(cfg.model)
+    assert plan.step_kernels(cfg.model) == 600 and floor == pytest.approx(4.5e-3)
+    flops_per_step = measure.flops / (measure.tokens / (cfg.optim.batch_size * cfg.data.seq_len))
+    assert flops_per_step / p.rate_flops < floor  # the premise: FLOP time is below the floor
+    trained_runs = measure.tokens / (cfg.optim.max_steps * cfg.optim.batch_size * cfg.data.seq_len)
+    assert measure.wall_s == pytest.approx(trained_runs * cfg.optim.max_steps * floor / measure.parallel)
+    # bert-base's steps are FLOP-bound (45 ms of FLOPs at 40% MFU, an 11.7 ms floor): the floor changes nothing
+    big = build_config("bert-base")
+    assert plan._pretrain_cost(big)[1] / big.optim.max_steps / (989e12 * 0.4) > 3 * plan.step_floor_s(big.model)
+
+
+def test_the_step_floor_is_for_accelerators_only(monkeypatch):
+    _no_fixed_costs(monkeypatch)
+    monkeypatch.setattr(plan, "measure_rate", lambda cfg, threads=1: 1e9)  # "this machine", not timed here
+    args = _args("--preset", "gpu-quick", "--hardware", "this")
+    cfg = objective_weights.SWEEP.configure(args)
+    ctx = Context(cfg, args, "unused", resolve_tasks(cfg.finetune.tasks), Progress(quiet=True))
+    p = plan.plan_sweep(objective_weights.measured(ctx), None, ctx.tasks, args, cfg)
+    measure = {x.name: x for x in p.phases}["measure"]
+    assert measure.wall_s == pytest.approx(measure.flops / 1e9 / measure.parallel)
+
+
+def test_fine_tuning_pays_a_model_load_per_task_and_rate(monkeypatch):
+    _no_fixed_costs(monkeypatch)
+    base, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200")
+    monkeypatch.setattr(plan, "FINETUNE_LOAD_S", 10.0)
+    loaded, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200")
+    before, after = ({x.name: x for x in q.phases}["finetune"] for q in (base, loaded))
+    loads = before.runs * len(resolve_tasks(cfg.finetune.tasks)) * len(cfg.finetune.rates)  # evals per phase
+    assert plan.finetune_loads(cfg, resolve_tasks(cfg.finetune.tasks)) == 6 * 3
+    assert after.wall_s - before.wall_s == pytest.approx(10.0 * loads / before.parallel)
+
+
+def test_the_plan_prints_what_its_wall_time_assumes(capsys, tmp_path):
+    assert objective_weights.main(["--preset", "gpu-quick", "--plan", "--hardware", "h200", "--mfu", "0.2",
+                                   "--storage", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "assumes: 20% MFU on h200 x 0.25 GPU per trial" in out and "CUDA MPS" in out
+    assert "600 kernel launches x 7.5 us = 4.5 ms" in out and "per model built" in out

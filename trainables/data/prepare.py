@@ -8,10 +8,12 @@
    so a warm start reads no text at all.
 2. The tokenizer is trained on a bounded, deterministic sample (the first ``data.tokenizer_sample``
    sentences in source order), or loaded from ``data.tokenizer_dir``, and written first.
-3. Each unit of the source (a file, parquet row groups, a hub shard) is split into sentences and
-   tokenized by one worker -- a Ray Data task (``engine="ray"``), a local process, or this process --
-   and written as one shard with its done marker. A killed preparation resumes: finished shards are
-   kept, half-written ones are redone.
+3. Each unit of the source (a byte range of a text file cut at document boundaries, parquet row
+   groups, a hub shard) is streamed, split into sentences and tokenized a batch at a time by one
+   worker -- a Ray Data task (``engine="ray"``), a local process, or this process -- and written as one
+   shard with its done marker, so no process holds more than one unit's tokens, whatever the corpus
+   size. A killed preparation resumes: finished shards are kept (if the marker names the same unit),
+   half-written ones are redone.
 4. The global offsets, the held-out documents and the manifest are written last.
 
 The prepared folder is ``<data.prepared_root or cache>/prepared/<fingerprint>/`` (local, file://,
@@ -108,34 +110,67 @@ def _write_tokenizer(dir_uri: str, units: list[Unit], data, vocab_size: int, tok
     return text
 
 
+ENCODE_BATCH = 4096  # sentences encoded at a time: a unit's Encoding objects never all exist at once
+
+
+def unit_key(unit: Unit) -> str:
+    """What a shard was made from, kept in its done marker: a resume reuses it only for the same unit."""
+    return json.dumps([unit.kind, unit.path, list(unit.groups), unit.start, unit.end, unit.limit, unit.config,
+                       unit.split, unit.shard, unit.n_shards])
+
+
+def _encode(tok, docs: Iterator[list[str]], dtype: np.dtype) -> tuple[np.ndarray, list[int], list[int]]:
+    """(flat token ids, tokens per kept sentence, kept sentences per kept document) of a stream of
+    documents, encoded in batches of whole documents; empty sentences and documents are dropped."""
+    parts, lengths, doc_sentences, batch = [], [], [], []
+
+    def flush():
+        encoded = tok.encode_batch([s for d in batch for s in d], add_special_tokens=False)
+        ids, k = [], 0
+        for d in batch:
+            kept = [e.ids for e in encoded[k:k + len(d)] if e.ids]
+            k += len(d)
+            if kept:
+                ids += kept
+                doc_sentences.append(len(kept))
+        lengths.extend(len(i) for i in ids)
+        parts.append(np.fromiter((t for i in ids for t in i), dtype=dtype, count=sum(len(i) for i in ids)))
+        batch.clear()
+
+    n = 0
+    for d in docs:
+        batch.append(d)
+        n += len(d)
+        if n >= ENCODE_BATCH:
+            flush()
+            n = 0
+    if batch:
+        flush()
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype)), lengths, doc_sentences
+
+
+def _file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):  # in blocks: the file may be far larger than memory
+            h.update(block)
+    return h.hexdigest()
+
+
 def tokenize_unit(unit: dict, dir_uri: str, tokenizer_json: str, vocab_size: int, text_column: str) -> dict:
-    """One worker's job: read a unit, tokenize its sentences, write its shard; returns the shard's meta.
+    """One worker's job: stream a unit, tokenize its sentences, write its shard; returns the shard's meta.
     Imports nothing heavy (a Ray Data task or a local process runs it)."""
     from tokenizers import Tokenizer
 
     groups = unit.get("groups")
     unit = Unit(**{**unit, "groups": tuple(int(g) for g in groups) if groups is not None else ()})
     tok = Tokenizer.from_str(tokenizer_json)
-    docs = list(read_unit(unit, text_column))
-    encoded = tok.encode_batch([s for d in docs for s in d], add_special_tokens=False)
-    lengths, doc_sentences, flat, k = [], [], [], 0
-    for d in docs:
-        kept = 0
-        for e in encoded[k:k + len(d)]:
-            if e.ids:
-                flat.append(e.ids)
-                lengths.append(len(e.ids))
-                kept += 1
-        k += len(d)
-        if kept:
-            doc_sentences.append(kept)
-    dtype = shards.token_dtype(vocab_size)
-    tokens = np.fromiter((t for ids in flat for t in ids), dtype=dtype, count=int(sum(lengths)))
+    tokens, lengths, doc_sentences = _encode(tok, read_unit(unit, text_column), shards.token_dtype(vocab_size))
     sources = {}
-    if unit.kind in ("txt", "jsonl", "parquet") and (unit.groups[:1] in ((), (0,))):
-        sources[unit.path] = hashlib.sha256(Path(unit.path).read_bytes()).hexdigest()
+    if unit.kind in ("txt", "jsonl", "parquet") and unit.groups[:1] in ((), (0,)) and unit.start == 0:
+        sources[unit.path] = _file_sha256(unit.path)  # once per file: by the unit that starts it
     meta = shards.write_shard(dir_uri, unit.id, tokens, np.asarray(lengths, np.int64),
-                              np.asarray(doc_sentences, np.int64), sources)
+                              np.asarray(doc_sentences, np.int64), sources, unit=unit_key(unit))
     return dict(meta.__dict__)
 
 
@@ -212,7 +247,9 @@ def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: st
             raise CorpusError(f"corpus {data.corpus!r} has no documents with text; nothing to train on")
         fs.create_dir(base, recursive=True)
         tok_json = _write_tokenizer(dir_uri, units, data, vocab_size, tokenizer_dir)
-        done = shards.done_shards(dir_uri)
+        # a marker of another unit (a preparation begun by code that cut the source otherwise) is redone
+        markers = shards.done_shards(dir_uri)
+        done = {u.id: markers[u.id] for u in units if u.id in markers and markers[u.id].unit == unit_key(u)}
         todo = [u for u in units if u.id not in done]
         if engine == "auto":
             engine = "ray" if _ray_running() else "local"

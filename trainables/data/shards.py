@@ -63,14 +63,29 @@ def local_path(uri: str) -> Path:
 
 def write_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     """Write a whole file: to a temporary name then moved into place on a local filesystem."""
+    write_chunks(fs, path, [data])
+
+
+def write_chunks(fs: pafs.FileSystem, path: str, chunks) -> None:
+    """Write a file given as an iterable of byte strings (never all in memory at once): to a temporary
+    name then moved into place on a local filesystem, so a reader sees it whole or not at all."""
     local = isinstance(fs, pafs.LocalFileSystem)
     if local:
         fs.create_dir(posixpath.dirname(path), recursive=True)
     tmp = f"{path}.tmp{os.getpid()}" if local else path
     with fs.open_output_stream(tmp) as f:
-        f.write(data)
+        for chunk in chunks:
+            f.write(chunk)
     if tmp != path:
         fs.move(tmp, path)
+
+
+def npy_header(n: int, dtype) -> bytes:
+    """The header ``np.save`` writes before a 1-d array of ``n`` items of ``dtype``."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                               "fortran_order": False, "shape": (n,)})
+    return buf.getvalue()
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -97,6 +112,7 @@ class ShardMeta:
     n_documents: int
     sha256: str  # of the token file
     sources: dict[str, str] = field(default_factory=dict)  # source file -> content sha256 (local files)
+    unit: str = ""  # the source unit it holds (``prepare.unit_key``); a resume redoes a shard of another unit
 
 
 def shard_name(i: int, suffix: str) -> str:
@@ -104,7 +120,7 @@ def shard_name(i: int, suffix: str) -> str:
 
 
 def write_shard(dir_uri: str, shard: int, tokens: np.ndarray, sentence_lengths: np.ndarray,
-                doc_sentences: np.ndarray, sources: dict[str, str] | None = None) -> ShardMeta:
+                doc_sentences: np.ndarray, sources: dict[str, str] | None = None, unit: str = "") -> ShardMeta:
     """Write one shard (flat token ids, the length of each sentence, the number of sentences of each
     document); the done marker is written last, so a half-written shard is redone on resume."""
     fs, base = filesystem(dir_uri)
@@ -120,7 +136,7 @@ def write_shard(dir_uri: str, shard: int, tokens: np.ndarray, sentence_lengths: 
     write_bytes(fs, posixpath.join(base, shard_name(shard, "sentences.npy")), npy_bytes(sentences))
     write_bytes(fs, posixpath.join(base, shard_name(shard, "documents.npy")), npy_bytes(documents))
     meta = ShardMeta(shard, len(tokens), len(sentence_lengths), len(doc_sentences),
-                     hashlib.sha256(data).hexdigest(), dict(sources or {}))
+                     hashlib.sha256(data).hexdigest(), dict(sources or {}), unit)
     write_bytes(fs, posixpath.join(base, shard_name(shard, "done.json")), json.dumps(meta.__dict__).encode())
     return meta
 
@@ -149,19 +165,18 @@ def _read_npy(fs: pafs.FileSystem, path: str) -> np.ndarray:
 
 def finalize(dir_uri: str, shards: list[ShardMeta], heldout_fraction: float, split_seed: int,
              manifest: dict[str, Any]) -> dict:
-    """Global offsets of every sentence and document, the held-out documents, then the manifest."""
+    """Global offsets of every sentence and document, the held-out documents, then the manifest. The
+    sentence offsets (the largest array) are streamed shard by shard; the document offsets are kept,
+    as the held-out split needs them."""
     fs, base = filesystem(dir_uri)
     shards = sorted(shards, key=lambda m: m.shard)
     n_sent, n_doc = sum(m.n_sentences for m in shards), sum(m.n_documents for m in shards)
-    sentences = np.zeros(n_sent + 1, np.int64)
     documents = np.zeros(n_doc + 1, np.int64)
-    tok_base = sent_base = doc_base = 0
+    sent_base = doc_base = 0
     for m in shards:
-        s = _read_npy(fs, posixpath.join(base, shard_name(m.shard, "sentences.npy")))
         d = _read_npy(fs, posixpath.join(base, shard_name(m.shard, "documents.npy")))
-        sentences[sent_base:sent_base + m.n_sentences + 1] = s + tok_base
         documents[doc_base:doc_base + m.n_documents + 1] = d + sent_base
-        tok_base, sent_base, doc_base = tok_base + m.n_tokens, sent_base + m.n_sentences, doc_base + m.n_documents
+        sent_base, doc_base = sent_base + m.n_sentences, doc_base + m.n_documents
     usable = np.flatnonzero(np.diff(documents) >= 2)  # a pair needs two sentences: others are skipped for all
     if len(usable) < 4:
         raise CorpusError(f"corpus has {len(usable)} document(s) with two or more sentences; at least 4 are "
@@ -169,10 +184,21 @@ def finalize(dir_uri: str, shards: list[ShardMeta], heldout_fraction: float, spl
                           "separated by blank lines")
     order = np.random.default_rng(split_seed).permutation(len(usable))
     heldout = np.sort(usable[order[:max(2, int(round(heldout_fraction * len(usable))))]])
-    write_bytes(fs, posixpath.join(base, "index.sentences.npy"), npy_bytes(sentences))
+    n_tokens = sum(m.n_tokens for m in shards)
+
+    def sentence_offsets():
+        yield npy_header(n_sent + 1, np.int64)
+        tok_base = 0
+        for m in shards:
+            s = _read_npy(fs, posixpath.join(base, shard_name(m.shard, "sentences.npy")))
+            yield (s[:-1] + tok_base).astype(np.int64).tobytes()  # each shard's end is the next one's start
+            tok_base += m.n_tokens
+        yield np.array([n_tokens], np.int64).tobytes()
+
+    write_chunks(fs, posixpath.join(base, "index.sentences.npy"), sentence_offsets())
     write_bytes(fs, posixpath.join(base, "index.documents.npy"), npy_bytes(documents))
     write_bytes(fs, posixpath.join(base, "heldout.npy"), npy_bytes(heldout.astype(np.int64)))
-    full = {**manifest, "format_version": FORMAT_VERSION, "tokens": int(tok_base), "sentences": n_sent,
+    full = {**manifest, "format_version": FORMAT_VERSION, "tokens": int(n_tokens), "sentences": n_sent,
             "documents": n_doc, "usable_documents": int(len(usable)), "skipped_documents": int(n_doc - len(usable)),
             "heldout_documents": int(len(heldout)),
             "shards": [dict(m.__dict__) for m in shards]}

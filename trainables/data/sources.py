@@ -5,15 +5,18 @@ unit tests), a local path (``.txt`` with blank-line-separated documents, ``.json
 with a text column, or a folder of such files; a parquet list-of-strings column is taken as sentences
 already split), and ``hub:NAME[:CONFIG]`` (Hugging Face datasets, streamed, only when asked).
 
-A source is read as a list of ``Unit``s (a file, a few parquet row groups, a hub shard): the units are
-what preparation maps over in parallel, and each yields its documents as lists of sentences, in a
-fixed order. ``source_identity`` names a source without reading its text (files: names, sizes and
-mtimes; built-in: its checksum; hub: name, config, split, revision). Bad input gets a one-line
-``CorpusError``.
+A source is read as a list of ``Unit``s (a byte range of a text file, a few parquet row groups, a hub
+shard): the units are what preparation maps over in parallel, and each yields its documents as lists of
+sentences, in a fixed order, streamed in chunks so that memory does not grow with the file. A ``.txt``
+or ``.jsonl`` file is cut into units of about ``UNIT_BYTES`` at document boundaries (``_next_cut``):
+reading its units one after another gives the same documents as reading the whole file at once.
+``source_identity`` names a source without reading its text (files: names, sizes and mtimes; built-in:
+its checksum; hub: name, config, split, revision). Bad input gets a one-line ``CorpusError``.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import re
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 
 FILE_KINDS = {".txt": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
 UNIT_DOCUMENTS = 512  # parquet row groups are grouped into units of about this many documents
+UNIT_BYTES = 16 * 2**20  # .txt/.jsonl files are cut into units of about this many bytes (many shards, bounded memory)
+CHUNK_BYTES = 2**20  # a unit's text is read this many bytes at a time
 
 
 class Unit(NamedTuple):
@@ -42,14 +47,35 @@ class Unit(NamedTuple):
     split: str = "train"  # hub: split
     shard: int = 0  # hub: this unit's shard of ...
     n_shards: int = 1  # ... the streamed dataset's shards
+    start: int = 0  # txt/jsonl: the unit is bytes [start, end) of the file ...
+    end: int = 0  # ... (0: to the end of the file)
 
 
-def _read_utf8(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); "
-                          "re-encode it as UTF-8") from None
+def _text_chunks(path: Path, start: int = 0, end: int = 0) -> Iterator[str]:
+    """Bytes [start, end) of a UTF-8 file as text, in chunks, newlines translated as ``open()`` does in text
+    mode (\\r\\n and \\r become \\n), so a unit reads exactly what ``Path.read_text`` gave for its range."""
+    decoder, held = codecs.getincrementaldecoder("utf-8")(), ""
+    with open(path, "rb") as f:
+        end = end or f.seek(0, 2)
+        pos = f.seek(start)
+        while pos < end:
+            raw = f.read(min(CHUNK_BYTES, end - pos))
+            final = not raw or pos + len(raw) >= end
+            pending = len(decoder.getstate()[0])
+            try:
+                text = held + decoder.decode(raw, final=final)
+            except UnicodeDecodeError as e:
+                raise CorpusError(f"{path}: not UTF-8 text (byte {pos - pending + e.start}: "
+                                  f"{e.object[e.start:e.start + 1]!r}); re-encode it as UTF-8") from None
+            pos += len(raw)
+            held = ""
+            if text.endswith("\r") and not final:  # the \n of a \r\n may open the next chunk
+                text, held = text[:-1], "\r"
+            yield text.replace("\r\n", "\n").replace("\r", "\n")
+            if not raw:
+                break
+        if held:
+            yield "\n"
 
 
 def text_to_sentences(text) -> list[str]:
@@ -59,23 +85,51 @@ def text_to_sentences(text) -> list[str]:
     return [s for line in re.split(r"\n\s*\n|\n", text) for s in split_sentences(line)]
 
 
-def _txt_docs(path: Path) -> Iterator[list[str]]:
-    # Documents are separated by blank lines; inside one, each line may hold several sentences.
-    for block in re.split(r"\n\s*\n", _read_utf8(path)):
-        if block.strip():
-            yield text_to_sentences(block)
+_DOC_SEPARATOR = re.compile(r"\n\s*\n")  # documents are separated by blank lines
 
 
-def _jsonl_docs(path: Path, text_column: str) -> Iterator[list[str]]:
-    for n, line in enumerate(_read_utf8(path).splitlines(), 1):
+def _txt_docs(path: Path, start: int = 0, end: int = 0) -> Iterator[list[str]]:
+    # Inside a document each line may hold several sentences. The text after the last separator of a
+    # chunk may go on in the next one, so it is carried over; cutting inside a separator's run of
+    # whitespace changes no document (only blank lines at their edges, which hold no sentence).
+    carry = ""
+    for text in _text_chunks(path, start, end):
+        *blocks, carry = _DOC_SEPARATOR.split(carry + text)
+        for block in blocks:
+            if block.strip():
+                yield text_to_sentences(block)
+    if carry.strip():
+        yield text_to_sentences(carry)
+
+
+def _lines(path: Path, start: int = 0, end: int = 0) -> Iterator[str]:
+    """The lines of bytes [start, end), ended by \\n, \\r\\n or \\r. Not ``str.splitlines``, which also ends
+    a line at \\x85 or \\u2028: JSON may hold those raw inside a string."""
+    carry = ""
+    for text in _text_chunks(path, start, end):
+        *lines, carry = (carry + text).split("\n")
+        yield from lines
+    if carry:
+        yield carry
+
+
+def _where(path: Path, start: int, n: int) -> str:
+    """``path:line`` of a unit's n-th line (error messages only: counts the lines before the unit)."""
+    return f"{path}:{n + (sum(1 for _ in _lines(path, 0, start)) if start else 0)}"
+
+
+def _jsonl_docs(path: Path, text_column: str, start: int = 0, end: int = 0) -> Iterator[list[str]]:
+    for n, line in enumerate(_lines(path, start, end), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise CorpusError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-        if text_column not in row:
-            raise CorpusError(f"{path}:{n}: no {text_column!r} field; found {sorted(row)} (set data.text_column)")
+            raise CorpusError(f"{_where(path, start, n)}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict) or text_column not in row:
+            found = sorted(row) if isinstance(row, dict) else f"a JSON {type(row).__name__}"
+            raise CorpusError(f"{_where(path, start, n)}: no {text_column!r} field; found {found} "
+                              "(set data.text_column)")
         yield text_to_sentences(row[text_column])
 
 
@@ -151,9 +205,9 @@ def read_unit(unit: Unit, text_column: str = "text") -> Iterator[list[str]]:
     elif unit.kind in ("parquet", "builtin"):
         docs = _parquet_docs(unit, "sentences" if unit.kind == "builtin" else text_column)
     elif unit.kind == "jsonl":
-        docs = _jsonl_docs(Path(unit.path), text_column)
+        docs = _jsonl_docs(Path(unit.path), text_column, unit.start, unit.end)
     elif unit.kind == "txt":
-        docs = _txt_docs(Path(unit.path))
+        docs = _txt_docs(Path(unit.path), unit.start, unit.end)
     elif unit.kind == "hub":
         docs = _hub_docs(unit, text_column)
     else:
@@ -199,9 +253,64 @@ def _parquet_units(path: str, kind: str, text_column: str, budget: int, start_id
     return units, used
 
 
+# Where a unit of a text file may end: just past a line end that is followed by a blank line (txt: the
+# cut then falls inside a document separator) or past any line end (jsonl: one document a line). A \r
+# that ends the window may be the first half of a \r\n, so a match must not touch the window's end.
+_LINE_END = rb"(\r\n|\r(?!\n)|\n)"  # never a \r whose \n follows: that would cut a \r\n in two
+_CUTS = {"txt": re.compile(_LINE_END + rb"[ \t\f\v]*[\r\n]"), "jsonl": re.compile(_LINE_END)}
+_WHITESPACE = b" \t\f\v\r\n"
+
+
+def _next_cut(f, pos: int, size: int, kind: str) -> int:
+    """The first document boundary at or after byte ``pos`` of the open file (``size`` if none): the
+    offset where the next unit starts. Reads forward in chunks, keeping only trailing whitespace."""
+    window, base = b"", f.seek(pos)
+    while True:
+        more = f.read(CHUNK_BYTES)
+        window += more
+        m = _CUTS[kind].search(window)
+        if m and (m.end() < len(window) or not more):
+            return base + m.end(1)
+        if not more:
+            return size
+        keep = len(window) - len(window.rstrip(_WHITESPACE))  # a boundary may begin in it
+        base, window = base + len(window) - keep, window[len(window) - keep:]
+
+
+def byte_ranges(path: Path, kind: str, unit_bytes: int = 0) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of about ``unit_bytes`` (default ``UNIT_BYTES``) that cut a .txt/.jsonl file
+    only at document boundaries; together they cover the file. Reads a little at each cut, not the file."""
+    unit_bytes = max(int(unit_bytes or UNIT_BYTES), 1)
+    size, ranges, start = path.stat().st_size, [], 0
+    with open(path, "rb") as f:
+        while start < size:
+            end = _next_cut(f, start + unit_bytes, size, kind) if start + unit_bytes < size else size
+            ranges.append((start, end))
+            start = end
+    return ranges or [(0, size)]
+
+
+def _text_units(path: Path, kind: str, text_column: str, budget: int, start_id: int,
+                unit_bytes: int) -> tuple[list[Unit], int]:
+    """A .txt/.jsonl file's units; ``budget`` > 0 stops after that many documents (counting them means
+    reading those units once). Returns the units and the documents they hold (0 without a budget)."""
+    units, used = [], 0
+    for start, end in byte_ranges(path, kind, unit_bytes):
+        unit = Unit(start_id + len(units), kind, str(path), start=start, end=end)
+        if budget:
+            n = sum(1 for _ in read_unit(unit._replace(limit=budget - used), text_column))
+            if used + n >= budget:
+                units.append(unit._replace(limit=budget - used))
+                return units, budget
+            used += n
+        units.append(unit)
+    return units, used
+
+
 def list_units(corpus: str, *, text_column: str = "text", hub_split: str = "train", max_documents: int = 0,
-               cache_dir: str | None = None) -> list[Unit]:
-    """The units of a source, in order; with ``max_documents`` only those holding the first N documents."""
+               cache_dir: str | None = None, unit_bytes: int = 0) -> list[Unit]:
+    """The units of a source, in order; with ``max_documents`` only those holding the first N documents.
+    ``unit_bytes`` (default ``UNIT_BYTES``) sizes the units of text files."""
     if corpus == "synthetic":
         return [Unit(0, "synthetic", str(max_documents or 200))]
     if corpus == "builtin":
@@ -221,10 +330,9 @@ def list_units(corpus: str, *, text_column: str = "text", hub_split: str = "trai
         kind = FILE_KINDS[f.suffix]
         if kind == "parquet":
             new, used = _parquet_units(str(f), kind, text_column, left, len(units))
-            units += new
         else:
-            used = sum(1 for _ in read_unit(Unit(0, kind, str(f), limit=left), text_column)) if max_documents else 0
-            units.append(Unit(len(units), kind, str(f), limit=left if max_documents and used >= left else 0))
+            new, used = _text_units(f, kind, text_column, left, len(units), unit_bytes)
+        units += new
         if max_documents:
             left -= used
             if left <= 0:
@@ -263,6 +371,6 @@ def load_documents(corpus: str, *, text_column: str = "text", hub_split: str = "
     return docs
 
 
-__all__ = ["CorpusError", "Document", "Unit", "list_units", "load_documents", "read_unit", "source_identity",
-           "synthetic_documents", "text_to_sentences"]
+__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "list_units", "load_documents", "read_unit",
+           "source_identity", "synthetic_documents", "text_to_sentences"]
 

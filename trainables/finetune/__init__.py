@@ -22,7 +22,7 @@ regression, scored on dev.
 
     api.py       run_finetuning, finetune_one, FinetuneResult, write_tables
     heads.py     Checkpoint, build_head_model, load_encoder
-    loop.py      train_model, predict_logits, collate
+    loop.py      train_model, predict_logits, collate, model_batch (prepared mask), read_back (batched .cpu())
     probe.py     run_probe, probe_one
     __main__.py  the command line
 """

@@ -25,7 +25,7 @@ from trainables.finetune.loop import predict_logits, train_model
 from trainables.finetune.probe import probe_one
 from trainables.finetune.selection import select_on_dev
 from trainables.metrics import compute_metric
-from trainables.runtime import resolve_device
+from trainables.runtime import enable_tf32, resolve_device
 from trainables.schema import EvalRecord, PredictionRecord, build_table
 from trainables.task_types import Encoded, TaskError, get_task_type
 from trainables.tasks import TaskData, TaskSpec, load_task, load_user_task, subsample, with_labels_from_train
@@ -164,7 +164,11 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
 
 
 def _device(device: str | torch.device | None, cfg: ExperimentConfig) -> torch.device:
-    return resolve_device(device if device is not None else cfg.run.device)
+    """The run's device, with TF32 for its fp32 matmuls on CUDA unless the run asks to be deterministic
+    (``run.deterministic``, where the config has it)."""
+    dev = resolve_device(device if device is not None else cfg.run.device)
+    enable_tf32(dev, deterministic=getattr(cfg.run, "deterministic", False))
+    return dev
 
 
 def _load_all(tasks: list[str], task_files: list[tuple[str, str]], cfg: ExperimentConfig) -> list[TaskData]:

@@ -1,21 +1,33 @@
-"""The fine-tuning loop and batched prediction: AdamW with warmup and decay, length-bucketed batches."""
+"""The fine-tuning loop and batched prediction: AdamW with warmup and decay, length-bucketed batches.
+
+Nothing in a training step or an evaluation forward waits on the device: a batch is padded on the host
+(pinned and copied asynchronously on CUDA), the attention takes the prepared (B, 1, 1, T) mask of
+pretraining (``trainables.model.key_padding_mask``; a 2D mask would make transformers ask the device
+whether any position is padded on every batch), and outputs are read back to the host in one transfer
+per ``READBACK_BATCHES`` evaluation batches, not per batch or per example.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import torch
 
 from trainables.batching import bucket_batches
 from trainables.config import FinetuneConfig
+from trainables.model import key_padding_mask
 from trainables.runtime import autocast, build_adamw
 from trainables.task_types import Encoded
 
+READBACK_BATCHES = 16  # evaluation batches whose outputs cross to the host in one transfer
+MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
-def collate(features: list[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """Pad to the longest feature in the batch (dynamic padding); token labels pad with -100."""
+
+def collate_host(features: list[dict[str, Any]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad to the longest feature in the batch (dynamic padding) on the host; token labels pad with -100.
+    Every tensor is a fresh contiguous (B, T) (or (B,) for a sequence label) int64 CPU tensor."""
     width = max(len(f["input_ids"]) for f in features)
     pad = {"input_ids": pad_id, "token_type_ids": 0, "attention_mask": 0, "labels": -100}
     batch: dict[str, torch.Tensor] = {}
@@ -23,8 +35,67 @@ def collate(features: list[dict[str, Any]], pad_id: int, device: torch.device) -
         values = [f[key] for f in features]
         if isinstance(values[0], list):
             values = [v + [pad[key]] * (width - len(v)) for v in values]
-        batch[key] = torch.tensor(values, dtype=torch.long, device=device)
+        batch[key] = torch.tensor(values, dtype=torch.long)
     return batch
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """The host batch on ``device``. On CUDA through pinned memory with ``non_blocking``: the copy is
+    queued behind the running kernels instead of waiting for them (pinning is CUDA's; a CPU-only build
+    cannot pin, so other devices take a plain ``to``)."""
+    if device.type != "cuda":
+        return {k: v.to(device) for k, v in batch.items()}
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def collate(features: list[dict[str, Any]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """Pad to the longest feature in the batch (dynamic padding); token labels pad with -100."""
+    return to_device(collate_host(features, pad_id), device)
+
+
+def model_batch(features: list[dict[str, Any]], pad_id: int, device: torch.device,
+                config) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(batch, model inputs): the padded batch on ``device`` (its 2D ``attention_mask``, (B, T), is what
+    pooling reads), and the same with the attention mask the model takes as it is: ``None`` when no row
+    is padded (SDPA's fused kernel, as transformers chooses for an all-ones mask), else the prepared
+    (B, 1, 1, T) mask. Whether a row is padded is read from the host lists, so the device is never asked."""
+    width = len(features[0]["input_ids"])
+    unpadded = all(len(f["input_ids"]) == width and all(f["attention_mask"]) for f in features)
+    host = collate_host(features, pad_id)
+    batch = to_device(host, device)
+    mask = None if unpadded else key_padding_mask(config, batch["attention_mask"])
+    return batch, {**batch, "attention_mask": mask}
+
+
+def to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
+    """Many device tensors read back in one transfer: flattened and concatenated (as float32) on the
+    device, one ``.cpu()``, split and reshaped on the host (the shapes are host metadata)."""
+    if not tensors:
+        return []
+    flat = torch.cat([t.detach().float().reshape(-1) for t in tensors]).cpu().numpy()  # (sum of numels,)
+    parts = np.split(flat, np.cumsum([t.numel() for t in tensors])[:-1])
+    return [part.reshape(tuple(t.shape)) for part, t in zip(parts, tensors)]
+
+
+def read_back(batches: Iterable[tuple[Any, list[torch.Tensor]]],
+              every: int = READBACK_BATCHES) -> Iterator[tuple[Any, list[np.ndarray]]]:
+    """(key, device tensors) per batch -> (key, host arrays) per batch, with one transfer per ``every``
+    batches: the device runs ahead of the host instead of stopping after each batch."""
+    pending: list[tuple[Any, list[torch.Tensor]]] = []
+    for item in batches:
+        pending.append(item)
+        if len(pending) == every:
+            yield from _flush(pending)
+            pending = []
+    yield from _flush(pending)
+
+
+def _flush(pending: list[tuple[Any, list[torch.Tensor]]]) -> Iterator[tuple[Any, list[np.ndarray]]]:
+    arrays = to_host([t for _, tensors in pending for t in tensors])
+    start = 0
+    for key, tensors in pending:
+        yield key, arrays[start:start + len(tensors)]
+        start += len(tensors)
 
 
 def build_optimizer(model: torch.nn.Module, ft: FinetuneConfig, total_steps: int):
@@ -49,9 +120,9 @@ def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generato
         torch.manual_seed(int(rng.integers(2**31)))
         while step < total:
             for idx in bucket_batches(enc.lengths(), ft.batch_size, rng):
-                batch = collate([enc.inputs[i] for i in idx], pad_id, device)
+                _, inputs = model_batch([enc.inputs[i] for i in idx], pad_id, device, model.config)
                 with autocast(device, precision):
-                    loss = model(**batch).loss
+                    loss = model(**inputs).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
@@ -68,25 +139,29 @@ def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generato
     return step
 
 
+def _eval_outputs(model, enc: Encoded, batch_size: int, device: torch.device, pad_id: int,
+                  precision: str) -> Iterator[tuple[np.ndarray, list[torch.Tensor]]]:
+    """(feature indices, device logits) per length-bucketed batch: QA [start (B, T), end (B, T)],
+    else [logits (B, C) or (B, T, C)]."""
+    for idx in bucket_batches(enc.lengths(), batch_size, None):
+        _, inputs = model_batch([{k: enc.inputs[i][k] for k in MODEL_KEYS} for i in idx], pad_id, device,
+                                model.config)
+        with autocast(device, precision):
+            res = model(**inputs)
+        yield idx, ([res.start_logits, res.end_logits] if hasattr(res, "start_logits") else [res.logits])
+
+
 @torch.inference_mode()
 def predict_logits(model, enc: Encoded, batch_size: int, device: torch.device, pad_id: int,
                    precision: str = "auto") -> list:
     """Per-feature logits in feature order: classification (C,), tagging (T, C), QA ((T,), (T,))."""
     model.eval()
     out: list[Any] = [None] * len(enc.inputs)
-    model_keys = ("input_ids", "token_type_ids", "attention_mask")
-    for idx in bucket_batches(enc.lengths(), batch_size, None):
-        feats = [{k: enc.inputs[i][k] for k in model_keys} for i in idx]
-        batch = collate(feats, pad_id, device)
-        with autocast(device, precision):
-            res = model(**batch)
-        if hasattr(res, "start_logits"):
-            starts, ends = res.start_logits.float().cpu().numpy(), res.end_logits.float().cpu().numpy()
-            for j, i in enumerate(idx):
-                n = len(enc.inputs[i]["input_ids"])
-                out[i] = (starts[j, :n], ends[j, :n])
-        else:
-            logits = res.logits.float().cpu().numpy()
-            for j, i in enumerate(idx):
-                out[i] = logits[j] if logits.ndim == 2 else logits[j, :len(enc.inputs[i]["input_ids"])]
+    for idx, arrays in read_back(_eval_outputs(model, enc, batch_size, device, pad_id, precision)):
+        for j, i in enumerate(idx):
+            n = len(enc.inputs[i]["input_ids"])
+            if len(arrays) == 2:  # QA: start and end logits, cut to the feature's own length
+                out[i] = (arrays[0][j, :n], arrays[1][j, :n])
+            else:
+                out[i] = arrays[0][j] if arrays[0].ndim == 2 else arrays[0][j, :n]
     return out

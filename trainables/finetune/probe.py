@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -17,25 +17,34 @@ import torch
 from trainables.batching import bucket_batches
 from trainables.config import ExperimentConfig
 from trainables.finetune.heads import Checkpoint, load_encoder
-from trainables.finetune.loop import collate
-from trainables.runtime import resolve_device
+from trainables.finetune.loop import MODEL_KEYS, model_batch, read_back
+from trainables.runtime import autocast, enable_tf32, resolve_device
 from trainables.task_types import Encoded, TaskError, TaskType, get_task_type
 from trainables.tasks import TaskData, load_task, subsample, with_labels_from_train
 
 log = logging.getLogger(__name__)
 
 
+def _reduced_batches(encoder, enc: Encoded, task_type: TaskType, batch_size: int, device: torch.device,
+                     pad_id: int, precision: str) -> Iterator[tuple[np.ndarray, list[torch.Tensor]]]:
+    """(example indices, [the task type's reduction of the encoder's states, on the device]) per batch."""
+    for idx in bucket_batches(enc.lengths(), batch_size, None):
+        batch, inputs = model_batch([{k: enc.inputs[i][k] for k in MODEL_KEYS} for i in idx], pad_id, device,
+                                    encoder.config)
+        with autocast(device, precision):
+            hidden = encoder(**inputs).last_hidden_state.float()  # (B, T, C)
+        yield idx, [task_type.probe.reduce(hidden, batch["attention_mask"])]
+
+
 @torch.inference_mode()
 def probe_features(encoder, enc: Encoded, task_type: TaskType, batch_size: int, device: torch.device,
-                   pad_id: int) -> list[Any]:
+                   pad_id: int, precision: str = "auto") -> list[Any]:
     """Per example, in example order: the task type's probe features of the frozen encoder's states."""
     encoder.eval()
     out: list[Any] = [None] * len(enc.inputs)
-    keys = ("input_ids", "token_type_ids", "attention_mask")
-    for idx in bucket_batches(enc.lengths(), batch_size, None):
-        batch = collate([{k: enc.inputs[i][k] for k in keys} for i in idx], pad_id, device)
-        hidden = encoder(**batch).last_hidden_state.float()  # (B, T, C)
-        for i, feat in zip(idx, task_type.probe.features(hidden, batch["attention_mask"], enc, idx)):
+    for idx, (reduced,) in read_back(_reduced_batches(encoder, enc, task_type, batch_size, device, pad_id,
+                                                      precision)):
+        for i, feat in zip(idx, task_type.probe.features(reduced, enc, idx)):
             out[i] = feat
     return out
 
@@ -59,7 +68,8 @@ def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experimen
     feats = {}
     for name, rows in (("train", train_rows), ("eval", eval_rows)):
         enc = encode_split(data, rows, tok, ft, ck.max_position, False)
-        feats[name] = probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id)
+        feats[name] = probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id,
+                                     cfg.run.precision)
     x_train, y_train = task_type.probe.xy(train_rows, feats["train"])
     clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=seed))
     if len(set(y_train)) < 2:
@@ -87,6 +97,7 @@ def run_probe(checkpoint_dir: str | Path, tasks: list, cfg: ExperimentConfig, se
         log.warning("run_probe on test: use it for reporting only, never to rank or select")
     ck = Checkpoint.load(checkpoint_dir)
     device = resolve_device(cfg.run.device)
+    enable_tf32(device, deterministic=getattr(cfg.run, "deterministic", False))
     encoder = load_encoder(ck, device)
     scores = {}
     for task in tasks:

@@ -32,9 +32,13 @@ def features(enc, i: int) -> dict[str, list[int]]:
 @dataclass(frozen=True)
 class Probe:
     """The linear probe's hooks: per-example features from the frozen encoder, the (X, y) to fit, and
-    string predictions and golds from a fitted classifier."""
+    string predictions and golds from a fitted classifier.
 
-    features: Callable  # (hidden (B, T, C) tensor, attention_mask (B, T), enc, idx) -> [feature per example]
+    Features come in two steps so that the device is read once per group of batches, not per batch or
+    example: ``reduce`` runs on the device, ``features`` on the host copy of what it returned."""
+
+    reduce: Callable  # (hidden (B, T, C) device tensor, attention_mask (B, T) device tensor) -> device (B, ...)
+    features: Callable  # (reduced (B, ...) host array, enc, idx) -> [feature per example]
     xy: Callable  # (rows, feats) -> (X (n, C) array, y list of labels)
     predict: Callable  # (clf, rows, feats, spec) -> (predictions, golds)
 

@@ -41,11 +41,15 @@ def decode(spec, rows: list[dict], enc: Encoded, logits: list, ft) -> tuple[list
     return [spec.labels[int(np.argmax(x))] for x in logits], [r["label"] for r in rows]
 
 
-def pooled_features(hidden, attention_mask, enc: Encoded, idx) -> list[np.ndarray]:
-    """Mean of the last hidden states over real tokens, per example: (C,)."""
+def mean_pool(hidden, attention_mask):
+    """Mean of the last hidden states over real tokens, on the device: (B, T, C) -> (B, C)."""
     mask = attention_mask.unsqueeze(-1).float()  # (B, T, 1): padding does not count
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, C)
-    return [pooled[j].cpu().numpy() for j in range(len(idx))]
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, C)
+
+
+def pooled_features(pooled: np.ndarray, enc: Encoded, idx) -> list[np.ndarray]:
+    """Per example, its pooled state (C,) from the host copy of ``mean_pool``'s (B, C)."""
+    return [pooled[j] for j in range(len(idx))]
 
 
 def _xy(rows: list[dict], feats: list) -> tuple[np.ndarray, list[str]]:
@@ -56,7 +60,7 @@ def _predict(clf, rows: list[dict], feats: list, spec) -> tuple[list[str], list[
     return [str(p) for p in clf.predict(np.stack(feats))], [r["label"] for r in rows]
 
 
-PROBE = Probe(pooled_features, _xy, _predict)
+PROBE = Probe(mean_pool, pooled_features, _xy, _predict)
 SINGLE = TaskType("single", ("text", "label"), ("accuracy", "macro_f1"), "BertForSequenceClassification",
                   _parse(("text", "label")), lambda r: [r["label"]], _encoder("single"), decode, PROBE)
 PAIR = TaskType("pair", ("text_a", "text_b", "label"), ("accuracy", "macro_f1"), "BertForSequenceClassification",

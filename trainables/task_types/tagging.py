@@ -93,9 +93,14 @@ def decode(spec, rows: list[dict], enc: Encoded, logits: list, ft) -> tuple[list
     return preds, [json.dumps(r["tags"]) for r in rows]
 
 
-def first_subword_features(hidden, attention_mask, enc: Encoded, idx) -> list[tuple[np.ndarray, list[int]]]:
-    """Per example: the states of each word's first sub-word (W, C) and the words they belong to."""
-    states = hidden.cpu().numpy()
+def last_states(hidden, attention_mask):
+    """The states as they are, (B, T, C): which positions are first sub-words is host metadata."""
+    return hidden
+
+
+def first_subword_features(states: np.ndarray, enc: Encoded, idx) -> list[tuple[np.ndarray, list[int]]]:
+    """Per example: the states of each word's first sub-word (W, C) and the words they belong to, from
+    the host copy of the batch's (B, T, C) states."""
     out = []
     for j, i in enumerate(idx):
         meta = enc.meta[i]
@@ -122,4 +127,4 @@ def _predict(clf, rows: list[dict], feats: list, spec) -> tuple[list[str], list[
 
 
 TAGGING = TaskType("tagging", ("tokens", "tags"), ("token_accuracy",), "BertForTokenClassification", parse_row,
-                   lambda r: r["tags"], encode, decode, Probe(first_subword_features, _xy, _predict))
+                   lambda r: r["tags"], encode, decode, Probe(last_states, first_subword_features, _xy, _predict))
