@@ -47,6 +47,7 @@ from trainables.data.tokenizer import cache_root
 from trainables.intrinsic import EvalSets, as_report, build_eval_sets, evaluate_intrinsic
 from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
 from trainables.objectives import OBJECTIVES, get_objective, total_loss
+from trainables.presets import check_epochs
 from trainables.runtime import autocast as build_autocast
 from trainables.runtime import build_adamw, enable_tf32, resolve_device, use_deterministic_kernels
 
@@ -181,6 +182,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
     out.mkdir(parents=True, exist_ok=True)
     data = build_pretraining_data(cfg)
+    check_epochs(cfg, data.corpus.train_tokens)  # a bert-* preset on the built-in corpus is refused, not run
     budget = plan_budget(cfg, data.steps, data.sp.vocab_size) if cfg.objective.variant != "none" else Budget("steps", 0, 0)
     model = pretrain_model(cfg, initial_model(cfg, data)).to(dev)
     opt, sched = build_optimizer(model, cfg, budget.planned_steps)

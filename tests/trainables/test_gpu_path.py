@@ -48,3 +48,13 @@ def test_run_deterministic_switches_torch_to_deterministic_kernels(tmp_path, mon
         torch.use_deterministic_algorithms(False)
         os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
     assert seen[0] == (False, None) and seen[-1] == (True, ":4096:8")
+
+
+def test_pretraining_refuses_a_run_that_repeats_its_corpus_past_the_limit(tmp_path):
+    import pytest
+
+    from trainables.config import ConfigError
+    from trainables.pretrain import run_pretraining
+
+    with pytest.raises(ConfigError, match="data.allow_epochs"):
+        run_pretraining(_cfg(tmp_path, "optim.max_steps=400", "data.allow_epochs=1"), tmp_path / "r")
