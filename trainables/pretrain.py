@@ -175,6 +175,8 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
         torch.set_num_threads(cfg.run.threads)
     rank, world = _world()
     dev = torch.device(device) if device is not None else resolve_device(cfg.run.device)
+    if dev.type == "cuda" and dev.index is not None:
+        torch.cuda.set_device(dev)  # else a CUDA call that names no device opens a context on GPU 0 too
     use_deterministic_kernels(cfg.run.deterministic)
     enable_tf32(dev, deterministic=cfg.run.deterministic)  # fp32 matmuls outside autocast (CUDA only)
     if cfg.optim.batch_size % (world * cfg.optim.grad_accum):

@@ -24,7 +24,7 @@ TIMEOUT_S = 60  # a rank waiting on a collective the other never joins fails the
 
 
 def _cfg(tmp, *extra):
-    return build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=80",
+    return build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
                                           f"data.cache_dir={tmp}", "run.tensorboard=false", *extra])
 
 
