@@ -3,7 +3,7 @@
     python sweeps/objective_weights.py                      # built-in default: cpu-small, real data, local Ray
     python sweeps/objective_weights.py --preset smoke       # the whole pipeline in a few minutes
     python sweeps/objective_weights.py --preset smoke --storage runs --name demo --resume
-    python sweeps/objective_weights.py --preset bert-small --address auto --gpus-per-trial 1 \\
+    python sweeps/objective_weights.py --preset bert-small --address auto --corpus hub:wikimedia/wikipedia:20231101.en \\
         --storage s3://BUCKET/bert-objectives --tasks benchmarks     # on a Ray cluster (README: Cluster)
 
 1. Search: Optuna TPE proposes the MLM and NSP/SOP loss weights and the mask ratio; ASHA stops weak

@@ -70,8 +70,15 @@ def _messy_text(rng: random.Random, n_docs: int) -> str:
     return text.rstrip() if rng.random() < 0.5 else text
 
 
-def test_every_cut_of_a_text_file_gives_its_documents_unsplit_and_in_order(tmp_path):
-    for seed in range(12):
+@pytest.fixture(params=[(2**20, 2**16), (5, 3), (1, 1)], ids=["default-chunks", "5-byte-chunks", "1-byte-chunks"])
+def chunks(request, monkeypatch):
+    """Tiny read and cut-search chunks too: a \\r\\n, a UTF-8 character or a separator split between reads."""
+    monkeypatch.setattr(sources, "CHUNK_BYTES", request.param[0])
+    monkeypatch.setattr(sources, "CUT_WINDOW", request.param[1])
+
+
+def test_every_cut_of_a_text_file_gives_its_documents_unsplit_and_in_order(tmp_path, chunks):
+    for seed in range(6):
         path = tmp_path / f"messy{seed}.txt"
         path.write_bytes(_messy_text(random.Random(seed), 12).encode("utf-8"))
         expected = _whole_txt(path)
@@ -94,7 +101,7 @@ def test_every_cut_of_a_text_file_gives_its_documents_unsplit_and_in_order(tmp_p
     ("only one document, no newline", 1),
     ("", 1),
 ])
-def test_a_document_is_never_split_across_units(tmp_path, text, expected_units):
+def test_a_document_is_never_split_across_units(tmp_path, text, expected_units, chunks):
     path = tmp_path / "c.txt"
     path.write_bytes(text.encode())
     expected = _whole_txt(path)
@@ -111,7 +118,7 @@ def _jsonl_text(raw_unicode: bool) -> str:
     return ("\n" + "".join(r + rng.choice(["\n", "\r\n", "\n\n", "\r", "\n  \n"]) for r in rows)).rstrip("\r\n ")
 
 
-def test_every_cut_of_a_jsonl_file_gives_its_rows_in_order(tmp_path):
+def test_every_cut_of_a_jsonl_file_gives_its_rows_in_order(tmp_path, chunks):
     path = tmp_path / "rows.jsonl"
     path.write_bytes(_jsonl_text(raw_unicode=False).encode())
     expected = _whole_jsonl(path)

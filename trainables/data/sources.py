@@ -33,6 +33,7 @@ FILE_KINDS = {".txt": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "p
 UNIT_DOCUMENTS = 512  # parquet row groups are grouped into units of about this many documents
 UNIT_BYTES = 16 * 2**20  # .txt/.jsonl files are cut into units of about this many bytes (many shards, bounded memory)
 CHUNK_BYTES = 2**20  # a unit's text is read this many bytes at a time
+CUT_WINDOW = 2**16  # a cut is looked for this many bytes at a time: planning the units reads little
 
 
 class Unit(NamedTuple):
@@ -266,7 +267,7 @@ def _next_cut(f, pos: int, size: int, kind: str) -> int:
     offset where the next unit starts. Reads forward in chunks, keeping only trailing whitespace."""
     window, base = b"", f.seek(pos)
     while True:
-        more = f.read(CHUNK_BYTES)
+        more = f.read(CUT_WINDOW)
         window += more
         m = _CUTS[kind].search(window)
         if m and (m.end() < len(window) or not more):
