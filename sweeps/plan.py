@@ -28,7 +28,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
-PEAK_BF16_TFLOPS = {"h200": 989.0, "h100": 989.0, "a100": 312.0, "l4": 121.0, "a10g": 125.0}
+from trainables.hardware import PLANNER_PEAK_BF16_TFLOPS as PEAK_BF16_TFLOPS  # one table with the bench
 # Measured on cpu-small (2 cores, the main job's log): a trial's start-up, final evaluation and checkpoint; a
 # search evaluation's fixed part (checkpoint, held-out metrics, loading the probe tasks, the logistic fits).
 TRIAL_OVERHEAD_S = {"pretrain": 12.0, "finetune": 5.0}
