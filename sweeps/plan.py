@@ -28,7 +28,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
-PEAK_BF16_TFLOPS = {"h200": 989.0, "h100": 989.0, "a100": 312.0, "l4": 121.0, "a10g": 125.0}
+from trainables.hardware import PLANNER_PEAK_BF16_TFLOPS as PEAK_BF16_TFLOPS  # one table with the bench
 # Measured on cpu-small (2 cores, the main job's log): a trial's start-up, final evaluation and checkpoint; a
 # search evaluation's fixed part (checkpoint, held-out metrics, loading the probe tasks, the logistic fits).
 TRIAL_OVERHEAD_S = {"pretrain": 12.0, "finetune": 5.0}
@@ -175,7 +175,7 @@ def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
 
     from trainables.overrides import apply_overrides
     from trainables.data.batches import Loader, Position
-    from trainables.flops import shape_of, step_flops
+    from trainables.flops import step_flops
     from trainables.objectives import get_objective
     from trainables.pretrain import initial_model, pretrain_model, build_optimizer, build_pretraining_data, train_step
     from trainables.runtime import autocast, resolve_device
@@ -194,11 +194,11 @@ def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
         meter, rates = {}, []
         for i, (_, batch) in enumerate(Loader(data.steps, Position(0, 0, 0, 0), steps + 3)):
             t0 = time.perf_counter()
-            train_step(model, opt, sched, probe, batch, meter, 0, 1, device, lambda: autocast(device, probe.run.precision))
+            train_step(model, opt, sched, probe, batch, meter, device, lambda: autocast(device, probe.run.precision))
             if device.type == "cuda":
                 torch.cuda.synchronize()
             if i >= 3:  # after warm-up; the median step, as single steps on a shared machine are noisy
-                flops = step_flops(probe.model, active, probe.objective.options, shape_of(batch), data.sp.vocab_size)
+                flops = step_flops(probe.model, active, probe.objective.options, batch.shape, data.sp.vocab_size)
                 rates.append(flops / max(time.perf_counter() - t0, 1e-9))
     torch.set_num_threads(before)
     return float(sorted(rates)[len(rates) // 2])

@@ -33,7 +33,7 @@ from trainables.config import ConfigError
 from trainables.data.batches import Position, positions_from
 from trainables.data.samples import IGNORE
 from trainables.hardware import peak_bf16_tflops
-from trainables.flops import StepShape, shape_of, step_flops
+from trainables.flops import StepShape, step_flops
 from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
 from trainables.presets import build_config
@@ -79,7 +79,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     dev = resolve_device(cfg.run.device)
     data = build_pretraining_data(cfg)
     sp, V = data.sp, data.sp.vocab_size
-    batches = [data.steps.batch(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
+    batches = [data.steps.step(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
     pin = dev.type == "cuda"  # pinned host batches let .to(dev, non_blocking=True) overlap the copy, as training does
     batches = [b.pin_memory() for b in batches] if pin else batches
     objectives = [get_objective(n) for n in cfg.objective.active]
@@ -90,11 +90,11 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     meter: dict = {}
 
     def ours_step(b, i):
-        train_step(ours, ours_opt, ours_sched, cfg, b, meter, 0, 1, dev, ctx)
+        train_step(ours, ours_opt, ours_sched, cfg, b, meter, dev, ctx)
 
     ref = build_model(cfg.model, V, sp.pad, 0).to(dev)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
-    dense = [tuple(t.pin_memory() if pin else t for t in _dense(m, cfg.data.seq_len, sp.pad)) for m in batches]
+    dense = [tuple(t.pin_memory() if pin else t for t in _dense(m.batch, cfg.data.seq_len, sp.pad)) for m in batches]
 
     def ref_step(b, i):
         ids, types, att, labels, pair = (t.to(dev, non_blocking=True) for t in dense[i])
@@ -110,13 +110,13 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
         ours_runs.append(_time(ours_step, batches, dev))
         ref_runs.append(_time(ref_step, batches, dev))
     ours_tps, ref_tps = max(r[0] for r in ours_runs), max(r[0] for r in ref_runs)
-    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, shape_of(b), V) for b in batches)
+    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, b.shape, V) for b in batches)
     B = cfg.optim.batch_size
     ref_shape = StepShape(B, cfg.data.seq_len, cfg.data.seq_len)  # every position gets full-vocabulary logits
     ref_flops = steps * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V) / 1.0
     result = {"preset": preset, "device": str(dev), "precision": cfg.run.precision, "threads": torch.get_num_threads(), "steps": steps,
               "batch_size": B, "seq_len": cfg.data.seq_len, "vocab_size": V, "parameters": count_parameters(ref),
-              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / sum(b.input_ids.numel() for b in batches), 4),
+              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / sum(b.batch.input_ids.numel() for b in batches), 4),
               "ours_tokens_per_s": round(ours_tps, 1), "reference_tokens_per_s": round(ref_tps, 1),
               "ratio": round(ours_tps / ref_tps, 3),
               "loop_tokens_per_s": round(_loop_tokens_per_s(cfg, steps), 1)}

@@ -7,6 +7,11 @@
     flops    every variant stops once it has spent as many training FLOPs (``trainables.flops``) as
              ``full`` does in ``optim.max_steps`` steps: a comparison at equal compute
 
+The reference is BERT's ``full`` as registered (its weights, input format and mask ratio 0.15), not
+``full`` at the variant's own mask ratio: one target per seed for every variant of a comparison, so a
+mix searched at ratio 0.34 gets the same compute as BERT rather than 1.31x. Counts are of the global
+batch, the same on every rank under DDP.
+
 The target and each variant's planned steps (which set the learning-rate schedule) come from the
 seed's batch order before training, the same batches for every variant; the loop then counts the
 real cost of every step and stops at the first step that reaches the target, so recorded costs agree
@@ -21,7 +26,7 @@ import numpy as np
 
 from trainables.data.batches import Position, positions_from
 from trainables.data.samples import chunk_lengths
-from trainables.flops import StepShape, shape_of, step_flops
+from trainables.flops import StepShape, step_flops
 
 
 class Budget(NamedTuple):
@@ -58,13 +63,9 @@ def step_cost(kind: str, cfg, objectives, shape: StepShape, tokens: int, vocab: 
     return 1.0
 
 
-def batch_cost(kind: str, cfg, objectives, batch, vocab: int) -> float:
-    """The counted cost of one global batch as it was trained (host metadata only)."""
-    return step_cost(kind, cfg, objectives, shape_of(batch), batch.n_tokens, vocab)
-
-
 def plan_budget(cfg, steps, vocab: int) -> Budget:
     """The target (``full`` for ``max_steps``) and this variant's planned steps to reach it."""
+    from trainables.config import objective_for_variant
     from trainables.objectives import OBJECTIVES, VARIANTS, get_objective
 
     o, kind, n = cfg.objective, cfg.optim.budget, cfg.optim.max_steps
@@ -72,8 +73,9 @@ def plan_budget(cfg, steps, vocab: int) -> Budget:
         return Budget("steps", float(n), n)
     full = VARIANTS["full"]
     reference = [OBJECTIVES[k] for k, w in full.weights.items() if w > 0]
+    bert = objective_for_variant("full")  # BERT's mask ratio, whatever this variant's
     target = sum(step_cost(kind, cfg, reference, s, t, vocab)
-                 for s, t in _shapes(steps, o, full.input_format, n, cfg.optim.batch_size))
+                 for s, t in _shapes(steps, bert, full.input_format, n, cfg.optim.batch_size))
     mine = [get_objective(k) for k in o.active]
     spent, planned = 0.0, 0
     horizon = 4 * n + 8

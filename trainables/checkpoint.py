@@ -65,42 +65,54 @@ def code_version() -> str:
     return f"{pkg}+{sha}{'.dirty' if dirty else ''}" if sha else pkg
 
 
-def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None) -> Path:
+def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None,
+                      rng_states: list | None = None) -> Path:
     """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``.
 
     ``model`` is a ``PretrainModel``: the encoder and its heads are saved in HF format, so that with
     the tokenizer beside them the directory is also a loadable checkpoint (the sweeps probe it to rank
-    trials while they train); the objectives' own modules go into trainer_state.pt."""
+    trials while they train); the objectives' own modules go into trainer_state.pt. ``rng_states``: every
+    rank's (CPU, CUDA) generator states under DDP (default: this process's)."""
     final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.bert.save_pretrained(str(tmp))
     if tokenizer is not None:
         tokenizer.save_pretrained(str(tmp))
+    rngs = rng_states or [(torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)]
     torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
                 "extras": model.extras.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                "torch_rng": rngs[0][0], "cuda_rng": rngs[0][1], "rank_rngs": rngs},
                tmp / "trainer_state.pt")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return final
 
 
-def load_resume_state(out_dir: Path, model, opt, sched) -> TrainState | None:
-    """Restore what ``save_resume_state`` wrote into ``model``, ``opt`` and ``sched``; None if nothing."""
+def load_resume_state(out_dir: Path, model, opt, sched, rank: int = 0, world: int = 1) -> TrainState | None:
+    """Restore what ``save_resume_state`` wrote into ``model``, ``opt`` and ``sched``; None if nothing.
+
+    Loaded to the CPU first (a checkpoint written on cuda:0 must not land on this rank's cuda:0); the
+    optimizer moves its state to its parameters' device. Each rank gets its own generator states back;
+    resumed on another number of workers, ranks without a saved state are reseeded from rank and step."""
     path = out_dir / "resume" / "trainer_state.pt"
     if not path.exists():
         return None
     saved = BertForPreTraining.from_pretrained(str(out_dir / "resume"))
     model.bert.load_state_dict(saved.state_dict())
-    blob = torch.load(path, weights_only=False)
+    blob = torch.load(path, weights_only=False, map_location="cpu")
     model.extras.load_state_dict(blob.get("extras", {}))
     opt.load_state_dict(blob["optimizer"])
     sched.load_state_dict(blob["scheduler"])
-    torch.set_rng_state(blob["torch_rng"])
-    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(blob["cuda_rng"])
-    return TrainState(**blob["state"])
+    rngs = blob.get("rank_rngs") or [(blob["torch_rng"], blob.get("cuda_rng"))]
+    state = TrainState(**blob["state"])
+    if len(rngs) == world:
+        cpu_rng, cuda_rng = rngs[rank]
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(cuda_rng)
+    else:
+        torch.manual_seed(hash((int(blob["state"]["step"]), rank, len(rngs))) & 0x7FFFFFFF)
+    return state
 
 
 def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result: RunResult, **record) -> None:

@@ -297,6 +297,9 @@ class RunConfig:
     checkpoint_every: int = 0  # 0 = only at the end
     tensorboard: bool = True
     init_checkpoint: str = ""  # continue from this HF BERT checkpoint (dir or hub name) and its tokenizer
+    # Deterministic kernels (torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG): bit-identical reruns
+    # and resumes on CUDA too, at some speed. The CPU path is bit-identical without it.
+    deterministic: bool = False
 
     def __post_init__(self):
         choice("run.precision", self.precision, ("auto", "fp32", "bf16"))

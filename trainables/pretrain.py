@@ -17,6 +17,7 @@ output is a stock Hugging Face checkpoint plus ``run.json`` (``trainables.checkp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,11 +35,11 @@ import torch.distributed as dist
 from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
-from trainables.budget import Budget, batch_cost, plan_budget
+from trainables.budget import Budget, plan_budget, step_cost
 from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
                                    write_checkpoint)
 from trainables.config import ConfigError, ExperimentConfig, RunConfig, data_seed, objective_for_variant
-from trainables.data.batches import Loader, Position, SpecialIds, StepData, continuation_table, special_ids
+from trainables.data.batches import Loader, Position, SpecialIds, StepBatch, StepData, continuation_table, special_ids
 from trainables.data.prepare import open_prepared
 from trainables.data.samples import Samples
 from trainables.data.shards import PreparedCorpus
@@ -46,8 +47,9 @@ from trainables.data.tokenizer import cache_root
 from trainables.intrinsic import EvalSets, as_report, build_eval_sets, evaluate_intrinsic
 from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
 from trainables.objectives import OBJECTIVES, get_objective, total_loss
+from trainables.presets import check_epochs
 from trainables.runtime import autocast as build_autocast
-from trainables.runtime import build_adamw, resolve_device
+from trainables.runtime import build_adamw, enable_tf32, resolve_device, use_deterministic_kernels
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -93,7 +95,7 @@ def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
     masking = dict(ratio=o.mask_ratio, mask_token_frac=o.mask_token_frac, random_token_frac=o.random_token_frac,
                    strategy=o.masking) if masked else None
     steps = StepData(corpus, phases, o.input_format, sp, seed=cfg.run.seed, masking=masking,
-                     phase2_from=opt.max_steps - opt.phase2_steps,
+                     phase2_from=opt.max_steps - opt.phase2_steps, static_shape=cfg.model.compile,
                      continuation=continuation_table(tokenizer) if o.masking == "whole_word" else None)
     eval_sets = build_eval_sets(corpus, sp, seq_len=d.seq_len, batch_size=min(opt.batch_size, 32),
                                 n_batches=cfg.run.eval_batches, eval_mask_ratio=o.eval_mask_ratio)
@@ -136,21 +138,20 @@ def _tensorboard(out_dir: Path, cfg: ExperimentConfig, rank: int, logdir: str | 
     return SummaryWriter(log_dir=logdir or str(out_dir / "tensorboard"))
 
 
-def train_step(module, opt, sched, cfg: ExperimentConfig, batch, meter: dict, rank: int, world: int, device,
-               autocast) -> int:
-    """One optimizer step on this rank's rows of the global ``batch`` (rows rank, rank+world, ...), over
-    ``grad_accum`` micro-batches. Losses are added to ``meter`` on the device; returns real tokens."""
+def train_step(module, opt, sched, cfg: ExperimentConfig, batch: StepBatch, meter: dict, device, autocast) -> None:
+    """One optimizer step on this rank's rows of a global batch (``StepBatch``), over ``grad_accum``
+    micro-batches; under DDP all but the last micro-batch skip the gradient all-reduce (``no_sync``).
+    Losses are added to ``meter`` on the device."""
     o, accum = cfg.objective, cfg.optim.grad_accum
-    mine = batch.rows(slice(rank, None, world)) if world > 1 else batch
-    tokens = 0
+    ddp = getattr(module, "_orig_mod", module)  # torch.compile wraps the DDP module
     for k in range(accum):
-        mb = mine.rows(slice(k, None, accum)) if accum > 1 else mine
-        tokens += mb.n_tokens  # counted on the host, before the copy
-        mb = mb.to(device)
-        with autocast():
-            out = module(mb)
-            loss, parts = total_loss(out, mb, o.weights, o.options)
-        (loss / accum).backward()
+        mb = batch.micro(k, accum).to(device)
+        sync = ddp.no_sync() if k < accum - 1 and hasattr(ddp, "no_sync") else contextlib.nullcontext()
+        with sync:
+            with autocast():
+                out = module(mb)
+                loss, parts = total_loss(out, mb, o.weights, o.options)
+            (loss / accum).backward()
         for name, v in (("total", loss), *parts.items()):
             key = f"loss/{name}"
             meter[key] = meter.get(key, 0.0) + v.detach().float() / accum
@@ -159,7 +160,6 @@ def train_step(module, opt, sched, cfg: ExperimentConfig, batch, meter: dict, ra
     opt.step()
     sched.step()
     opt.zero_grad(set_to_none=True)
-    return tokens * world
 
 
 def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: Report | None = None,
@@ -175,20 +175,27 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
         torch.set_num_threads(cfg.run.threads)
     rank, world = _world()
     dev = torch.device(device) if device is not None else resolve_device(cfg.run.device)
+    if dev.type == "cuda" and dev.index is not None:
+        torch.cuda.set_device(dev)  # else a CUDA call that names no device opens a context on GPU 0 too
+    use_deterministic_kernels(cfg.run.deterministic)
+    enable_tf32(dev, deterministic=cfg.run.deterministic)  # fp32 matmuls outside autocast (CUDA only)
     if cfg.optim.batch_size % (world * cfg.optim.grad_accum):
         raise ConfigError(f"optim.batch_size={cfg.optim.batch_size} must be divisible by workers ({world}) x "
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
     out.mkdir(parents=True, exist_ok=True)
     data = build_pretraining_data(cfg)
+    check_epochs(cfg, data.corpus.train_tokens)  # a bert-* preset on the built-in corpus is refused, not run
     budget = plan_budget(cfg, data.steps, data.sp.vocab_size) if cfg.objective.variant != "none" else Budget("steps", 0, 0)
     model = pretrain_model(cfg, initial_model(cfg, data)).to(dev)
     opt, sched = build_optimizer(model, cfg, budget.planned_steps)
-    torch.manual_seed(cfg.run.seed)  # dropout draws from torch's generator; saved and restored on resume
-    state = (load_resume_state(out, model, opt, sched) if resume else None) or TrainState()
+    # Dropout and ELECTRA's samples draw from torch's generator: one stream per rank (rank 0's is the one-worker
+    # run's), saved and restored per rank on resume. Masks are counter-based data and do not use it.
+    torch.manual_seed(cfg.run.seed + rank)
+    state = (load_resume_state(out, model, opt, sched, rank=rank, world=world) if resume else None) or TrainState()
     if state.step:
         log.info("resuming %s at step %d", out, state.step)
     run = _Run(cfg, out, model, opt, sched, data, _tensorboard(out, cfg, rank, tensorboard_dir),
-               report or (lambda metrics, checkpoint_dir=None: None), rank, dev, budget.planned_steps, budget)
+               report or (lambda metrics, checkpoint_dir=None: None), rank, dev, budget.planned_steps, budget, world)
     module = _training_module(model, cfg, world)
     autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     model.train()
@@ -199,10 +206,12 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     active = [get_objective(n) for n in cfg.objective.active]
     if state.step < budget.cap and not budget.spent(state.step, state.tokens_seen, state.flops):
         for pos, batch in Loader(data.steps, start, budget.cap, workers=cfg.data.loader_workers,
-                                 pin=dev.type == "cuda"):
+                                 pin=dev.type == "cuda", rank=rank, world=world, accum=cfg.optim.grad_accum):
             t0 = time.perf_counter()
-            flops = batch_cost("flops", cfg, active, batch, data.sp.vocab_size)  # host metadata: no sync
-            tokens = train_step(module, opt, sched, cfg, batch, run.meter, rank, world, dev, autocast)
+            # the global batch's cost, the same on every rank (host metadata: no sync)
+            flops = step_cost("flops", cfg, active, batch.shape, batch.n_tokens, data.sp.vocab_size)
+            tokens = batch.n_tokens
+            train_step(module, opt, sched, cfg, batch, run.meter, dev, autocast)
             nxt = data.steps.next(pos)
             state = TrainState(nxt.step, nxt.phase, nxt.epoch, nxt.batch, state.tokens_seen + tokens,
                                state.wall_time_s + time.perf_counter() - t0, state.flops + flops)
@@ -260,13 +269,19 @@ class _Run:
     device: torch.device
     steps: int
     budget: Budget
+    world: int = 1
     meter: dict = dataclasses.field(default_factory=dict)  # losses summed on the device since the last log
     window: list = dataclasses.field(default_factory=lambda: [0, 0, time.perf_counter()])  # tokens, steps, t0
 
     def read_losses(self, step: int) -> dict[str, float]:
         """The mean losses since the last log: the one read-back from the device, and the NaN check."""
         n = max(self.window[1], 1)
-        losses = {k: float(v) / n for k, v in self.meter.items()}  # a single sync for the whole window
+        keys = sorted(self.meter)
+        values = torch.stack([torch.as_tensor(self.meter[k]) for k in keys]) if keys else torch.zeros(0)
+        if self.world > 1 and keys:  # every rank sees the same mean losses, so a NaN stops every rank at this step
+            dist.all_reduce(values)
+            values = values / self.world
+        losses = dict(zip(keys, (v / n for v in values.tolist())))  # a single sync for the whole window
         self.meter.clear()
         if losses and not math.isfinite(losses["loss/total"]):
             raise NonFiniteLossError(f"loss became {losses['loss/total']} by step {step} "
@@ -291,10 +306,23 @@ class _Run:
             metrics.update(tokens_seen=state.tokens_seen, epoch=self.data.steps.epochs_made(state_position(state)),
                            wall_time_s=state.wall_time_s, **intrinsic)
         ckpt = None
-        if todo.checkpoint and self.rank == 0:
-            ckpt = str(save_resume_state(self.out, self.model, self.opt, self.sched, state, self.data.tokenizer))
+        if todo.checkpoint:
+            rngs = _rng_states(self.world)  # a collective: every rank checkpoints at the same step
+            if self.rank == 0:
+                ckpt = str(save_resume_state(self.out, self.model, self.opt, self.sched, state, self.data.tokenizer,
+                                             rng_states=rngs))
         if todo.evaluate or ckpt or (todo.log and not last):
             self.report(metrics, ckpt)
+
+
+def _rng_states(world: int) -> list:
+    """Every rank's torch generator states (CPU, and CUDA where used), gathered for rank 0's checkpoint."""
+    mine = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    if world == 1:
+        return [mine]
+    states = [None] * world
+    dist.all_gather_object(states, mine)
+    return states
 
 
 def state_position(state: TrainState) -> Position:

@@ -90,6 +90,17 @@ def build_adamw(model: torch.nn.Module, *, lr: float, weight_decay: float, warmu
     return opt, get_linear_schedule_with_warmup(opt, warmup_steps, max(total_steps, 1))
 
 
+def use_deterministic_kernels(on: bool) -> None:
+    """``run.deterministic``: deterministic algorithms only (an op without one raises instead of running),
+    cuBLAS with a fixed workspace (it must be set before cuBLAS starts, hence the environment), no cuDNN
+    autotuning. Process-wide, as torch's switch is."""
+    if not on:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
 def autocast(device: torch.device, precision: str):
     """bf16 autocast on CUDA for precision auto/bf16; a no-op elsewhere."""
     use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")

@@ -94,7 +94,9 @@ def test_gradient_accumulation_splits_the_same_masked_global_batch(cache, monkey
         real = pretrain.train_step
 
         def spy(module, opt, sched, cfg, batch, *args, **kw):
-            seen.setdefault(name, []).append(batch.input_ids.clone())
+            ids = torch.empty_like(batch.batch.input_ids)
+            ids[torch.from_numpy(batch.rows)] = batch.batch.input_ids  # back in global row order
+            seen.setdefault(name, []).append(ids)
             return real(module, opt, sched, cfg, batch, *args, **kw)
         monkeypatch.setattr(pretrain, "train_step", spy)
         return pretrain
@@ -102,7 +104,7 @@ def test_gradient_accumulation_splits_the_same_masked_global_batch(cache, monkey
     for name, extra in (("one", ()), ("accum", ("optim.grad_accum=2",))):
         pretrain = record(name)
         pretrain.run_pretraining(_cfg(cache, "full", "optim.max_steps=4", *extra), cache / f"run-{name}")
-    assert all(torch.equal(a, b) for a, b in zip(seen["one"], seen["accum"]))
+    assert len(seen["accum"]) == 4 and all(torch.equal(a, b) for a, b in zip(seen["one"], seen["accum"]))
 
 
 def _worker(rank: int, world: int, init: str, cfg_json: str, out: str):
@@ -115,9 +117,10 @@ def _worker(rank: int, world: int, init: str, cfg_json: str, out: str):
     torch.set_num_threads(1)
     real, mine = pretrain.train_step, []
 
-    def spy(module, opt, sched, cfg, batch, meter, rank_, world_, *args):
-        mine.append(batch.rows(slice(rank_, None, world_)).input_ids.tolist())  # what this rank trains on
-        return real(module, opt, sched, cfg, batch, meter, rank_, world_, *args)
+    def spy(module, opt, sched, cfg, batch, *args):
+        assert batch.rows.tolist() == list(range(rank, cfg.optim.batch_size, world))
+        mine.append(batch.batch.input_ids.tolist())  # what this rank trains on
+        return real(module, opt, sched, cfg, batch, *args)
     pretrain.train_step = spy
     pretrain.run_pretraining(from_dict(json.loads(cfg_json)), f"{out}/rank{rank}", device="cpu")
     with open(f"{out}/rows{rank}.json", "w") as f:

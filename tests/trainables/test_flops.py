@@ -46,3 +46,21 @@ def test_every_variant_spends_the_same_budget_within_one_step(tmp_path, kind):
         assert target <= spent < target + 2 * per_step, (v, spent, target)  # reached, and within one step
     if kind == "flops":
         assert runs["electra"]["train_flops"] / runs["electra"]["steps"] > runs["full"]["train_flops"] / runs["full"]["steps"]
+
+
+def test_the_reference_budget_is_berts_full_whatever_the_variants_mask_ratio(tmp_path):
+    """A mix searched at mask ratio 0.34 gets BERT's compute (full at 0.15), not full's at 0.34 (1.31x)."""
+    targets = {}
+    for ratio in (0.15, 0.34):
+        out = tmp_path / f"r{ratio}"
+        run_pretraining(_cfg(tmp_path, "full", "optim.budget=flops", "optim.max_steps=6",
+                             f"objective.mask_ratio={ratio}"), out)
+        targets[ratio] = json.loads((out / "run.json").read_text())["budget_target"]
+    assert targets[0.34] == targets[0.15]
+
+
+def test_full_at_a_token_budget_runs_exactly_its_max_steps(tmp_path):
+    """The plan counts each row's real tokens: with NSP's random segments as long as B, full reaches its
+    own token target at max_steps (it ran 163 of 160 steps when negatives were shorter than planned)."""
+    run_pretraining(_cfg(tmp_path, "full", "optim.budget=tokens", "optim.max_steps=20"), tmp_path / "t")
+    assert json.loads((tmp_path / "t" / "run.json").read_text())["steps"] == 20

@@ -27,9 +27,9 @@ def test_no_host_sync_between_log_steps(tmp_path, variant, extra):
     opt, sched = build_optimizer(model, cfg)
     meter: dict = {}
     padded = 0
-    for _, batch in Loader(data.steps, Position(0, 0, 0, 0), cfg.optim.max_steps):
-        padded += not batch.unpadded
-        train_step(model, opt, sched, cfg, batch, meter, 0, 1, meta, nullcontext)
+    for _, batch in Loader(data.steps, Position(0, 0, 0, 0), cfg.optim.max_steps, accum=cfg.optim.grad_accum):
+        padded += not batch.batch.unpadded
+        train_step(model, opt, sched, cfg, batch, meter, meta, nullcontext)
     assert padded, "no padded batch: the attention-mask path was not exercised"
     assert all(v.device == meta for v in meter.values())  # the losses stayed on the device
     with pytest.raises(RuntimeError, match="meta"):

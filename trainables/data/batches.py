@@ -20,9 +20,10 @@ from typing import Iterator, NamedTuple
 import numpy as np
 import torch
 
-from trainables.data.masking import MaskedBatch, mask_arrays
+from trainables.data.masking import MaskedBatch, mask_arrays, mask_counts
 from trainables.data.samples import IGNORE, Samples
 from trainables.data.shards import PreparedCorpus
+from trainables.flops import StepShape
 
 INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs")
 STATIC_KEY = 1 << 40  # static masks key on the chunk: a key space apart from (step, row)
@@ -95,8 +96,11 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
 
 def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed: int, keys: np.ndarray,
               mask_token_frac: float = 0.8, random_token_frac: float = 0.1, strategy: str = "token",
-              continuation: np.ndarray | None = None) -> MaskedBatch:
-    """Mask a laid-out batch (``ratio=None``: nothing masked) and hand it to torch."""
+              continuation: np.ndarray | None = None, pad_to: tuple[int, int] | None = None) -> MaskedBatch:
+    """Mask a laid-out batch (``ratio=None``: nothing masked) and hand it to torch.
+
+    ``pad_to=(T, P)`` pads the sequence to T and the masked positions to P: one shape for every step
+    (``model.compile``), so the compiled graph is not rebuilt for each batch's lengths."""
     ids = batch.input_ids
     if ratio is None:
         masked, positions, labels = ids, np.zeros((len(ids), 1), np.int64), np.full((len(ids), 1), IGNORE, np.int64)
@@ -106,10 +110,42 @@ def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed
                                                 keys=keys, mask_token_frac=mask_token_frac,
                                                 random_token_frac=random_token_frac, strategy=strategy,
                                                 continuation=continuation)
-    t = torch.from_numpy
-    return MaskedBatch(t(np.ascontiguousarray(masked)), t(batch.token_type_ids), t(batch.attention_mask),
-                       t(np.ascontiguousarray(positions)), t(np.ascontiguousarray(labels)), t(batch.pair_labels),
-                       bool(batch.attention_mask.all()))
+    types, attention = batch.token_type_ids, batch.attention_mask
+    if pad_to is not None:
+        T, P = pad_to
+        grow = lambda a, width, fill: np.pad(a, ((0, 0), (0, max(width - a.shape[1], 0))), constant_values=fill)  # noqa: E731
+        masked, types, attention = grow(masked, T, sp.pad), grow(types, T, 0), grow(attention, T, 0)
+        positions, labels = grow(positions, P, 0), grow(labels, P, IGNORE)
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+    return MaskedBatch(t(masked), t(types), t(attention), t(positions), t(labels), t(batch.pair_labels),
+                       bool(attention.all()))
+
+
+def rank_rows(batch_size: int, rank: int, world: int, accum: int) -> np.ndarray:
+    """The global rows a rank trains on (rank, rank + world, ...), ordered so that micro-batch k of
+    ``accum`` (its rows k, k + accum, ... as before) is one contiguous block."""
+    mine = np.arange(rank, batch_size, world)
+    return np.concatenate([mine[k::accum] for k in range(accum)])
+
+
+class StepBatch(NamedTuple):
+    """One rank's share of a global batch, and what the whole global batch costs.
+
+    ``batch`` holds the global rows ``rows`` (``rank_rows``), contiguous, each micro-batch one block, so
+    a micro-batch is a contiguous view of a pinned tensor (a non-blocking copy); ``n_tokens`` and
+    ``shape`` describe the GLOBAL batch, so every rank counts the same budget and stops at the same step."""
+
+    batch: MaskedBatch
+    rows: np.ndarray
+    n_tokens: int  # real tokens of the global batch
+    shape: StepShape  # (B, T, P) of the global batch, P the most positions a row of it masks
+
+    def micro(self, k: int, accum: int) -> MaskedBatch:
+        m = len(self.rows) // accum
+        return self.batch.rows(slice(k * m, (k + 1) * m))
+
+    def pin_memory(self) -> "StepBatch":
+        return self._replace(batch=self.batch.pin_memory())
 
 
 class Position(NamedTuple):
@@ -128,9 +164,11 @@ class StepData:
     phase 2 starts at."""
 
     def __init__(self, corpus: PreparedCorpus, phases: list[Samples], fmt: str, sp: SpecialIds, *, seed: int,
-                 masking: dict | None, phase2_from: int = 0, continuation: np.ndarray | None = None):
+                 masking: dict | None, phase2_from: int = 0, continuation: np.ndarray | None = None,
+                 static_shape: bool = False):
         self.corpus, self.phases, self.fmt, self.sp, self.seed = corpus, phases, fmt, sp, seed
         self.masking, self.phase2_from, self.continuation = masking, phase2_from, continuation
+        self.static_shape = static_shape
 
     def next(self, p: Position) -> Position:
         step, phase, epoch, b = p.step + 1, p.phase, p.epoch, p.batch + 1
@@ -144,26 +182,49 @@ class StepData:
         return p.epoch + p.batch / max(self.phases[p.phase].batches_in_epoch(p.epoch), 1)
 
     def batch(self, p: Position) -> MaskedBatch:
+        """The whole masked global batch of position ``p`` (one worker, no accumulation)."""
+        return self.step(p).batch
+
+    def step(self, p: Position, rank: int = 0, world: int = 1, accum: int = 1) -> StepBatch:
+        """This rank's rows of position ``p``'s global batch, masked, and the global batch's cost.
+
+        The global batch is laid out (cheap: copies of token spans) for its cost; only the rank's rows
+        are masked, each keyed on its row in the global batch, so masks do not depend on ``world``."""
         samples = self.phases[p.phase]
-        idx, rows = samples.batch_chunks(p.epoch, p.batch)
-        laid = layout(self.corpus, rows, self.fmt, self.sp, idx)
+        idx, chunks = samples.batch_chunks(p.epoch, p.batch)
+        laid = layout(self.corpus, chunks, self.fmt, self.sp, idx)
+        B, T = laid.input_ids.shape
+        ratio = self.masking["ratio"] if self.masking else None
+        P = int(mask_counts(laid.input_ids, laid.attention_mask, self.sp.first_regular, ratio).max()) if ratio else 1
+        cost = (int(laid.attention_mask.sum()), StepShape(B, T, max(P, 1)))
+        rows = rank_rows(B, rank, world, accum)
+        mine = PretrainBatch(*(a[rows] for a in laid))  # fancy indexing: contiguous copies
+        pad_to = (samples.seq_len, max(1, int(np.ceil(samples.seq_len * ratio))) if ratio else 1) \
+            if self.static_shape else None
         if self.masking is None:
-            return to_masked(laid, self.sp, ratio=None, seed=0, keys=np.zeros(0))
-        static = samples.static
-        keys = (idx + STATIC_KEY) if static else (np.uint64(p.step) * np.uint64(len(idx)) + np.arange(len(idx), dtype=np.uint64))
-        return to_masked(laid, self.sp, seed=self.seed + 1_000_003 * p.phase, keys=keys,
-                         continuation=self.continuation, **self.masking)
+            masked = to_masked(mine, self.sp, ratio=None, seed=0, keys=np.zeros(0), pad_to=pad_to)
+        else:
+            keys = (idx[rows] + STATIC_KEY) if samples.static else np.uint64(p.step) * np.uint64(B) + rows.astype(np.uint64)
+            masked = to_masked(mine, self.sp, seed=self.seed + 1_000_003 * p.phase, keys=keys,
+                               continuation=self.continuation, pad_to=pad_to, **self.masking)
+        return StepBatch(masked, rows, *cost)
 
 
 class _Positions(torch.utils.data.Dataset):
-    def __init__(self, data: StepData, positions: list[Position]):
-        self.data, self.positions = data, positions
+    def __init__(self, data: StepData, positions: list[Position], part: tuple[int, int, int]):
+        self.data, self.positions, self.part = data, positions, part
 
     def __len__(self):
         return len(self.positions)
 
     def __getitem__(self, i):
-        return self.data.batch(self.positions[i])
+        return self.data.step(self.positions[i], *self.part)
+
+
+def _as_is(item):
+    """The DataLoader's collate: batches are built whole by the dataset (a module-level function: a
+    lambda cannot be pickled for spawn/forkserver worker processes)."""
+    return item
 
 
 def positions_from(data: StepData, start: Position, steps: int) -> Iterator[Position]:
@@ -174,20 +235,23 @@ def positions_from(data: StepData, start: Position, steps: int) -> Iterator[Posi
 
 
 class Loader:
-    """The (position, batch) of every step from ``start`` to ``steps``, built ahead of the training loop:
-    in a background thread (``workers=0``) or in DataLoader worker processes; pinned when ``pin``."""
+    """The (position, StepBatch) of every step from ``start`` to ``steps``, built ahead of the training
+    loop: in a background thread (``workers=0``) or in DataLoader worker processes; this rank's rows
+    only (``rank``/``world``, micro-batches of ``accum`` contiguous), pinned when ``pin``."""
 
     def __init__(self, data: StepData, start: Position, steps: int, *, workers: int = 0, prefetch: int = 4,
-                 pin: bool = False):
+                 pin: bool = False, rank: int = 0, world: int = 1, accum: int = 1):
         self.data, self.start, self.steps, self.workers, self.prefetch, self.pin = data, start, steps, workers, prefetch, pin
+        self.part = (rank, world, accum)
 
-    def __iter__(self) -> Iterator[tuple[Position, MaskedBatch]]:
+    def __iter__(self) -> Iterator[tuple[Position, StepBatch]]:
         positions = list(positions_from(self.data, self.start, self.steps))
         if self.workers > 0:
-            loader = torch.utils.data.DataLoader(_Positions(self.data, positions), batch_size=None, shuffle=False,
-                                                 num_workers=self.workers, prefetch_factor=self.prefetch,
-                                                 pin_memory=self.pin, collate_fn=lambda b: b)
-            yield from zip(positions, loader)
+            loader = torch.utils.data.DataLoader(_Positions(self.data, positions, self.part), batch_size=None,
+                                                 shuffle=False, num_workers=self.workers,
+                                                 prefetch_factor=self.prefetch, collate_fn=_as_is)
+            for p, b in zip(positions, loader):
+                yield p, (b.pin_memory() if self.pin else b)
             return
         q: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
@@ -197,7 +261,7 @@ class Loader:
                 for p in positions:
                     if stop.is_set():
                         return
-                    b = self.data.batch(p)
+                    b = self.data.step(p, *self.part)
                     q.put((p, b.pin_memory() if self.pin else b))
                 q.put(None)
             except BaseException as err:  # surfaced in the training thread

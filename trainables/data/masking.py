@@ -107,6 +107,12 @@ def build_masking(name: str) -> Callable[..., np.ndarray]:
     return MASKING[name]
 
 
+def mask_counts(ids: np.ndarray, attention: np.ndarray, first_regular: int, ratio: float) -> np.ndarray:
+    """(B,) the tokens each row masks: ``max(1, round(ratio * n))`` of its ``n`` maskable tokens."""
+    n = ((ids >= first_regular) & (attention > 0)).sum(axis=1)
+    return np.minimum(np.maximum(np.round(n * ratio).astype(np.int64), 1), n)
+
+
 def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, vocab_size: int, mask_id: int,
                 ratio: float, seed: int, keys: np.ndarray, mask_token_frac: float = 0.8,
                 random_token_frac: float = 0.1, strategy: str = "token",
@@ -115,8 +121,7 @@ def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, v
     B, T = ids.shape
     pos = np.arange(T)
     maskable = (ids >= first_regular) & (attention > 0)
-    n = maskable.sum(axis=1)
-    k = np.minimum(np.maximum(np.round(n * ratio).astype(np.int64), 1), n)
+    k = mask_counts(ids, attention, first_regular, ratio)
     word_start = ~continuation[ids] if continuation is not None else np.ones_like(maskable)
     chosen = build_masking(strategy)(maskable, k, hash_uniform(seed, keys, pos, 0), word_start)
     action = hash_uniform(seed, keys, pos, 1)
@@ -132,4 +137,4 @@ def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, v
     return masked, np.where(valid, first, 0), labels
 
 
-__all__ = ["IGNORE", "MASKING", "MaskedBatch", "build_masking", "hash_uniform", "mask_arrays"]
+__all__ = ["IGNORE", "MASKING", "MaskedBatch", "build_masking", "hash_uniform", "mask_arrays", "mask_counts"]

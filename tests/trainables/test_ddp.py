@@ -1,0 +1,179 @@
+"""DDP on 2 gloo processes: what would hang, diverge or waste communication on the first multi-GPU run.
+
+* at a token budget every rank counts the global batch, so all stop at the same step (each counting its
+  own rows x world, ranks stopped apart and the next collective waited for the 30-minute timeout);
+* a NaN first seen on one rank at a log step stops every rank there (the losses are all-reduced);
+* under gradient accumulation only the last micro-batch all-reduces gradients (``no_sync``);
+* each rank draws its own dropout noise;
+* what a step moves to the device is contiguous and comes from pinned memory (a spy on the copy).
+"""
+
+import datetime
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from trainables.data.batches import Loader, Position
+from trainables.data.masking import MaskedBatch
+from trainables.presets import build_config
+from trainables.pretrain import build_pretraining_data
+
+TIMEOUT_S = 60  # a rank waiting on a collective the other never joins fails the test instead of hanging
+
+
+def _cfg(tmp, *extra):
+    return build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
+                                          f"data.cache_dir={tmp}", "run.tensorboard=false", *extra])
+
+
+def _worker(rank: int, world: int, init: str, cfg_json: str, out: str, mode: str):
+    import torch.distributed as dist
+
+    import trainables.pretrain as pretrain
+    from trainables.config import from_dict
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    torch.set_num_threads(1)
+    cfg = from_dict(json.loads(cfg_json))
+    record: dict = {"allreduce_per_step": [], "dropout": []}
+    if mode == "nan" and rank == 1:
+        real_loss, calls = pretrain.total_loss, [0]
+
+        def nan_at_second_step(out_, mb, *args):  # log_every=2: the second step is a log step
+            loss, parts = real_loss(out_, mb, *args)
+            calls[0] += 1
+            return (loss * float("nan"), parts) if calls[0] == 2 else (loss, parts)
+        pretrain.total_loss = nan_at_second_step
+    if mode == "no_sync":
+        real_module, hook_calls = pretrain._training_module, [0]
+
+        def counted(model, cfg_, world_):
+            module = real_module(model, cfg_, world_)
+
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            def hook(state, bucket):
+                hook_calls[0] += 1
+                return default_hooks.allreduce_hook(None, bucket)
+            module.register_comm_hook(None, hook)
+            return module
+        pretrain._training_module = counted
+        real_step = pretrain.train_step
+
+        def step(*args):
+            before = hook_calls[0]
+            real_step(*args)
+            record["allreduce_per_step"].append(hook_calls[0] - before)
+        pretrain.train_step = step
+    if mode == "dropout":
+        real_step = pretrain.train_step
+
+        def step(*args):
+            if not record["dropout"]:
+                record["dropout"] = torch.rand(16).tolist()  # torch's generator as the first step finds it
+            real_step(*args)
+        pretrain.train_step = step
+    try:
+        result = pretrain.run_pretraining(cfg, f"{out}/rank{rank}", device="cpu")
+        record.update(steps=result.steps, tokens=result.tokens_seen, flops=result.train_flops)
+    except pretrain.NonFiniteLossError as e:
+        record["nan"] = str(e)
+    with open(f"{out}/rank{rank}.json", "w") as f:
+        json.dump(record, f)
+    dist.destroy_process_group()
+
+
+def _run_two(tmp_path, cfg, mode=""):
+    build_pretraining_data(cfg)  # prepared once, before the workers start
+    out = tmp_path / (mode or "run")
+    out.mkdir()
+    torch.multiprocessing.spawn(_worker, args=(2, f"file://{out}/rendezvous", cfg.to_json(), str(out), mode),
+                                nprocs=2, join=True)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_at_a_token_budget_every_rank_stops_at_the_same_step(cache, tmp_path):
+    # batch 32 at max_steps 77: the two ranks' halves differ in tokens, which split the old per-rank count
+    cfg = _cfg(cache, "optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
+    r0, r1 = _run_two(tmp_path, cfg)
+    assert r0["steps"] == r1["steps"] and r0["tokens"] == r1["tokens"] and r0["flops"] == r1["flops"]
+    one = _cfg(cache, "optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77")
+    from trainables.pretrain import run_pretraining
+
+    single = run_pretraining(one, tmp_path / "single", device="cpu")
+    assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])  # global counts, as on one worker
+
+
+def test_a_nan_on_one_rank_stops_every_rank_at_that_log_step(cache, tmp_path):
+    cfg = _cfg(cache, "optim.max_steps=8", "run.log_every=2")
+    r0, r1 = _run_two(tmp_path, cfg, "nan")
+    assert "by step 2" in r0.get("nan", "") and "by step 2" in r1.get("nan", "")
+
+
+def test_gradient_accumulation_all_reduces_only_the_last_micro_batch(cache, tmp_path):
+    per_step = {}
+    for accum in (1, 2):
+        cfg = _cfg(cache, "optim.max_steps=3", "optim.batch_size=8", f"optim.grad_accum={accum}")
+        sub = tmp_path / f"a{accum}"
+        sub.mkdir()
+        per_step[accum] = _run_two(sub, cfg, "no_sync")[0]["allreduce_per_step"]
+    assert len(per_step[1]) == 3 and per_step[1][0] > 0
+    assert per_step[2] == per_step[1]  # one all-reduce of each bucket per optimizer step, not per micro-batch
+
+
+def test_each_rank_draws_its_own_dropout_noise(cache, tmp_path):
+    cfg = _cfg(cache, "optim.max_steps=2")
+    r0, r1 = _run_two(tmp_path, cfg, "dropout")
+    assert r0["dropout"] != r1["dropout"]
+
+
+def test_batches_reach_the_device_contiguous_and_pinned(cache, monkeypatch):
+    """On CUDA the loader pins each rank's rows and a step copies contiguous micro-batch views of them
+    (a strided slice made the non-blocking copy a synchronous pageable one). A CPU build cannot pin, so
+    pinning is recorded by a stand-in and the copy is spied on."""
+    pinned_ids: set = set()
+
+    def fake_pin(self):
+        for t in self[:6]:
+            pinned_ids.add(t.untyped_storage().data_ptr())
+        return self
+    monkeypatch.setattr(MaskedBatch, "pin_memory", fake_pin)
+    moved = []
+
+    def spy_to(self, device, non_blocking=True):
+        moved.append([(t.is_contiguous(), t.untyped_storage().data_ptr() in pinned_ids, non_blocking) for t in self[:6]])
+        return self
+    monkeypatch.setattr(MaskedBatch, "to", spy_to)
+    from contextlib import nullcontext
+
+    import trainables.pretrain as pretrain
+
+    cfg = _cfg(cache, "optim.batch_size=8", "optim.grad_accum=2", "optim.max_steps=3")
+    data = build_pretraining_data(cfg)
+    model = pretrain.pretrain_model(cfg, pretrain.initial_model(cfg, data))
+    opt, sched = pretrain.build_optimizer(model, cfg)
+    for rank in (0, 1):  # rank 1 of 2: its rows are every other row of the global batch
+        for _, batch in Loader(data.steps, Position(0, 0, 0, 0), 3, pin=True, rank=rank, world=2, accum=2):
+            assert batch.rows.tolist() == [rank, rank + 4, rank + 2, rank + 6]  # micro-batches 0 and 1, each a block
+            pretrain.train_step(model, opt, sched, cfg, batch, {}, torch.device("cpu"), nullcontext)
+    assert len(moved) == 2 * 3 * 2
+    assert all(c and p and nb for step in moved for c, p, nb in step)
+
+
+def test_a_ranks_rows_get_the_masks_of_the_global_batch(cache):
+    data = build_pretraining_data(_cfg(cache, "optim.batch_size=8"))
+    p = Position(0, 0, 0, 0)
+    whole = data.steps.step(p)
+    for rank in (0, 1):
+        part = data.steps.step(p, rank, 2, 2)
+        T = part.batch.input_ids.shape[1]
+        assert np.array_equal(part.batch.input_ids.numpy(), whole.batch.input_ids[part.rows][:, :T].numpy())
+        assert (part.n_tokens, part.shape) == (whole.n_tokens, whole.shape)  # the global cost on every rank
