@@ -9,8 +9,11 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
                 are shown, its contrasts are not, and it stays out of the averages
     averages    'average (finetune)' / 'average (probe)' over the learned tasks, each source task
                 weighing the same (mnli_m and mnli_mm are halves of one; evals.source_task)
-    Holm        every contrast of one row (task and mode, or one average) is one family
-    power       per contrast: the design's minimal detectable effect, the seeds that would resolve it
+    Holm        one family: every (contrast, row) cell of the learned rows, averages included, the
+                cells the headline can quote (analysis.inference.family_calls says why)
+    power       per contrast: the minimal detectable effect at that family's first Holm step
+                (alpha/m), the prospective MDE with more seeds, the seeds that would resolve it
+                (with the range the seed variance's 2 df allow)
     flags       a variant whose collapse diagnostic fired (naming the token or [CLS] cosine), and per
                 task a variant whose interval of (variant - none) lies entirely below 0; a contrast
                 that subtracts a flagged variant is marked and not credited to the other objective
@@ -29,7 +32,7 @@ from analysis.bootstrap import Interval, Measurement, multibootstrap
 from analysis.contrasts import ContrastDef, derive_contrasts, pair_level_objectives
 from analysis.export import Export
 from analysis.flags import Flag, collapse_flags, contrast_notes, worse_than_none
-from analysis.inference import Power, contrast_power, holm
+from analysis.inference import Power, contrast_power, family_calls
 from analysis.stats import example_stats
 from analysis.variants import NONE, VariantSpec, variant_specs
 from trainables.metrics import METRIC_RANGES
@@ -43,7 +46,7 @@ class ContrastEstimate:
     contrast: ContrastDef
     interval: Interval
     notes: tuple[str, ...] = ()  # flags of the variants it involves
-    p_adjusted: float = NAN  # Holm, within the task row's family
+    p_adjusted: float = NAN  # Holm over the family: every (contrast, row) cell of the report
     power: Power | None = None
 
 
@@ -225,13 +228,12 @@ def _budget(done: pd.DataFrame, evals: pd.DataFrame, seeds, variants) -> tuple[B
 
 
 def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[ContrastEstimate]:
-    out = []
-    for t in rows_of:
-        ivs = t.intervals[len(variants):]
-        adjusted = holm([iv.p_value for iv in ivs])
-        out += [ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse), float(p),
-                                 contrast_power(iv)) for d, iv, p in zip(defs, ivs, adjusted)]
-    return out
+    """Every (contrast, row) cell, Holm-adjusted as one family (``analysis.inference.family_calls``),
+    with its power at that family's Holm level."""
+    cells = [(t, d, iv) for t in rows_of for d, iv in zip(defs, t.intervals[len(variants):])]
+    adjusted, _, m = family_calls([iv for _, _, iv in cells])
+    return [ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse), float(p),
+                             contrast_power(iv, m)) for (t, d, iv), p in zip(cells, adjusted)]
 
 
 def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int = 1000,

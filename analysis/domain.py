@@ -15,10 +15,15 @@ independent 'before' and 'after' measurement on the same test examples, and the 
 (``analysis.bootstrap``) resamples slots and examples jointly, exactly as for any two variants.
 With fewer 'before' fine-tunings than slots, all of them are used in every slot (their fine-tuning
 noise is then not resampled, and a message says so).
+
+Verdicts. A gain is called positive / negative only by the report's family rule
+(``analysis.inference.family_calls``): Holm over the gains of every task row printed (the averages
+included), never on a raw p-value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +32,9 @@ import pandas as pd
 from analysis.bootstrap import Interval, multibootstrap
 from analysis.contributions import build_measurement, measure_runs, primary_metrics, task_label
 from analysis.export import Export
+from analysis.inference import family_calls
+
+NAN = float("nan")
 
 BEFORE = "before"
 AFTER = "domain_adapt"
@@ -41,6 +49,7 @@ class TaskShift:
     before: Interval
     after: Interval
     gain: Interval  # after - before
+    p_adjusted: float = NAN  # Holm over the gains of every task row (analysis.inference.family_calls)
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,8 @@ class DomainShift:
         for t in self.tasks:
             for name, iv in (("before", t.before), ("after", t.after), ("after - before", t.gain)):
                 rows.append(dict(task=t.task, metric=t.metric, quantity=name, estimate=iv.estimate, lo=iv.lo,
-                                 hi=iv.hi, p_value=iv.p_value, n_seeds=iv.n_seeds, reliable=iv.reliable))
+                                 hi=iv.hi, p_value=iv.p_value, n_seeds=iv.n_seeds, reliable=iv.reliable,
+                                 p_holm=t.p_adjusted if name == "after - before" else NAN))
         return pd.DataFrame(rows)
 
 
@@ -137,7 +147,8 @@ def _task_shifts(runs, evals, preds, variants, seeds, rng, n_boot, level) -> tup
         if len(ms) >= 2:
             ivs = multibootstrap(ms, CONTRASTS, rng, n_boot, level)
             out.append(TaskShift(f"average ({mode})", "mean of tasks", *ivs))
-    return tuple(out), messages
+    adjusted, _, _ = family_calls([t.gain for t in out])
+    return tuple(dataclasses.replace(t, p_adjusted=float(p)) for t, p in zip(out, adjusted)), messages
 
 
 def format_domain_table(shift: DomainShift) -> str:
@@ -154,10 +165,11 @@ def format_domain_table(shift: DomainShift) -> str:
             lines.append(t.task.ljust(w) + t.metric.ljust(mw) + format_interval(t.before, short=True).ljust(24)
                          + format_interval(t.after, short=True).ljust(24)
                          + format_interval(t.gain, True, short=True).ljust(30)
-                         + verdict(t.gain))
+                         + verdict(t.gain, t.p_adjusted))
         lines += ["", f"{shift.level:.0%} multi-bootstrap intervals over {len(shift.pretrain_seeds)} pretraining "
                   f"seed(s) of the adapted model and test examples; the base checkpoint fine-tuned "
-                  f"{shift.before_finetunes} time(s) per task."]
+                  f"{shift.before_finetunes} time(s) per task. Verdicts: Holm over the gains of all "
+                  f"{len(shift.tasks)} rows (one family), never on raw p."]
     names = {"mlm_acc": "held-out MLM accuracy", "mlm_ppl": "held-out MLM perplexity"}
     for col, (b, a) in shift.intrinsic.items():
         lines.append(f"{names.get(col, col)} on the corpus: before {b:.4g}, after {a:.4g} "

@@ -2,8 +2,10 @@
 
     headline(contributions) -> [sentence, ...]
 
-A contrast is *resolved* when its interval is reliable, excludes 0 and its Holm-adjusted p-value
-(within its task row) is below 0.05; ``resolved`` is the one rule the tables and the CSV use too.
+A contrast is *resolved* when its interval is reliable, excludes 0 and its Holm-adjusted p-value over
+the family of every (contrast, task row) cell is below 0.05 (``analysis.inference.called``, the family
+rule of ``analysis.inference.family_calls``); ``resolved`` is the one rule the tables and the CSV use
+too. Power is stated at that level: the minimal detectable effect of Holm's first step (alpha/m).
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.contributions import ContrastEstimate, Contributions
-
-ALPHA = 0.05
+from analysis.inference import ALPHA, MAX_SEEDS, POWER, called
 
 
 def resolved(e: ContrastEstimate) -> bool:
-    iv = e.interval
-    return bool(iv.reliable and iv.excludes_zero and np.isfinite(e.p_adjusted) and e.p_adjusted < ALPHA)
+    """The one verdict rule (``analysis.inference.called``) on the family-adjusted p of ``e``."""
+    return called(e.interval, e.p_adjusted, ALPHA)
+
+
+def family_size(c: Contributions) -> int:
+    """m of the family: the contrast cells with a p-value (every task row and average)."""
+    return sum(bool(np.isfinite(e.p_adjusted)) for e in c.contrasts)
 
 
 def _budget(c: Contributions) -> str:
@@ -53,29 +59,51 @@ def compute_spread(flops: dict[str, float], tolerance: float = 0.05) -> str:
 
 def _said(c: Contributions, done: list[ContrastEstimate]) -> str:
     m = len(c.contrasts)
+    family = f"Holm's adjustment over all {family_size(c)} contrast cells of every task row (one family)"
     if not done:
-        return (f"After Holm's adjustment within each task, none of the {m} contrasts is resolved: the run cannot "
-                "say whether any objective helps or hurts.")
+        return (f"None of the {m} contrasts resolves after {family}: the run cannot say whether any objective "
+                "helps or hurts.")
     top = sorted(done, key=lambda e: -abs(e.interval.estimate))[:3]
     items = "; ".join(f"{e.contrast.name} on {e.task} {e.interval.estimate:+.3f} "
                       f"[{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]" for e in top)
-    return f"After Holm's adjustment within each task, {len(done)} of {m} contrasts are resolved, largest: {items}."
+    return f"After {family}, {len(done)} of {m} contrasts are resolved, largest: {items}."
+
+
+def _median(values) -> float:
+    values = [v for v in values if np.isfinite(v)]
+    return float(np.median(values)) if values else float("nan")
+
+
+def _power_sentence(c: Contributions, done: list[ContrastEstimate]) -> str:
+    """The MDE at the Holm level now, and the prospective one with more seeds (medians over contrasts)."""
+    ps = [e.power for e in c.contrasts if e.power is not None]
+    now = _median(p.mde for p in ps)
+    if not np.isfinite(now):
+        return ""
+    m = max((p.m for p in ps), default=1)
+    level = f"median minimal detectable effect at Holm's first step, alpha {ALPHA}/{m}, power {POWER:.0%}"
+    first = ("The other " + f"{len(c.contrasts) - len(done)} are inconclusive, not findings: at this design"
+             if done else "At this design")
+    text = f"{first} a difference must be about {now:.3f} ({level}) to be detected reliably."
+    seeds = c.budget.pretrain_seeds if c.budget else 0
+    ahead = [(n, _median(dict(p.mde_by_seeds).get(n, np.nan) for p in ps))
+             for n in sorted({n for p in ps for n, _ in p.mde_by_seeds}) if n > seeds]
+    ahead = [f"{n} seeds ~{x:.3f}" for n, x in ahead if np.isfinite(x)]
+    if ahead:
+        text += f" Prospectively, with the same family: {', '.join(ahead)}."
+    return text
 
 
 def _not_said(c: Contributions, done: list[ContrastEstimate]) -> list[str]:
     out = []
-    open_ = [e for e in c.contrasts if not resolved(e)]
-    mdes = [e.power.mde for e in c.contrasts if e.power is not None and np.isfinite(e.power.mde)]
-    if open_ and mdes:
-        out.append(f"The other {len(open_)} are inconclusive, not findings: at this design a difference must be "
-                   f"about {np.median(mdes):.3f} (median minimal detectable effect, alpha 0.05, power 0.8) to be "
-                   "detected reliably.")
+    if len(done) < len(c.contrasts):
+        out += [s for s in (_power_sentence(c, done),) if s]
     if any(not e.interval.reliable for e in c.contrasts):
         out.append(f"Intervals from fewer than 3 pretraining seeds are not reliable; "
                    f"{c.budget.pretrain_seeds if c.budget else 'too few'} seed(s) ran.")
     if c.not_learned:
         out.append(f"{len(c.not_learned)} task(s) were not learned at this budget ({', '.join(c.not_learned)}): no "
-                   "variant, none included, beat the majority baseline, so they say nothing about the objectives.")
+                   "variant, none included, beat the chance baseline on dev, so they say nothing about the objectives.")
     return out
 
 
@@ -86,8 +114,11 @@ def _what_would(c: Contributions) -> str:
     e = max(open_, key=lambda e: abs(e.interval.estimate))
     p = e.power
     if p.seeds_needed is not None:
+        lo, hi = p.seeds_range
+        span = f"{lo if lo is not None else '?'}-{hi if hi is not None else f'>{MAX_SEEDS}'}"
         return (f"Resolving the largest open difference, {e.contrast.name} on {e.task} "
-                f"({e.interval.estimate:+.3f}), would take ~{p.seeds_needed} pretraining seeds.")
+                f"({e.interval.estimate:+.3f}), would take ~{p.seeds_needed} pretraining seeds at the Holm level "
+                f"(post hoc, taking the estimate as the truth; {span} within the seed variance's uncertainty).")
     return f"The largest open difference, {e.contrast.name} on {e.task} ({e.interval.estimate:+.3f}): {p.verdict}."
 
 

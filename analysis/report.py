@@ -8,11 +8,15 @@ trials, search_response.png, into DIR (default: EXPORT_DIR/report). From code (t
 
     from analysis.report import build_report, format_table
     report = build_report(export_dir)          # -> Report (values only, prints nothing)
-    text = format_table(report)                # headline, the tasks x variants table, the contrasts
+    text = format_table(report)                # the headline and one compact contrast x task table
     report.to_markdown(); write_report(report, out_dir)
 
-The words positive / negative appear only for a contrast resolved after Holm's adjustment within its
-task row (``analysis.headline.resolved``); everything else is inconclusive.
+The terminal gets the headline and one table (a row per contrast, a column per task row: estimate
+[interval], '*' when resolved, '!' when flagged), lines at most ``TERMINAL_WIDTH`` wide; the scores
+per variant, every table with p-values, MDEs and notes, and the messages stay in contributions.md.
+The words positive / negative appear only for a contrast resolved after Holm's adjustment over the
+family of every (contrast, task row) cell (``analysis.inference.called``, via
+``analysis.headline.resolved``); everything else is inconclusive.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +35,13 @@ from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
 from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
 from analysis.contrasts import FAMILIES
 from analysis.export import load_export
-from analysis.headline import headline, resolved
+from analysis.headline import family_size, headline, resolved
+from analysis.inference import called
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
 
 log = logging.getLogger(__name__)
+TERMINAL_WIDTH = 160  # the sweep's terminal output: no line longer (long sentences are wrapped)
 FAMILY_TITLES = {"vs_none": "Every variant minus none", "seed": "The seed's definitions",
                  "loss": "Loss effects (same inputs, one loss switched on)",
                  "format": "Input-format effects (same losses)", "swap": "One objective instead of another",
@@ -54,17 +61,17 @@ def format_interval(iv: Interval, signed: bool = False, short: bool = False) -> 
     return f"{est} [{f.format(iv.lo)}, {f.format(iv.hi)}]"
 
 
-def verdict(iv: Interval, p_adjusted: float | None = None) -> str:
-    """Plain words for one difference: a finding only when reliable, excluding 0 and (adjusted) p < 0.05."""
+def verdict(iv: Interval, p_adjusted: float) -> str:
+    """Plain words for one difference: a finding only when ``analysis.inference.called`` (reliable,
+    excluding 0, family-adjusted p < 0.05); never on the raw p."""
     if not iv.reliable:
         return f"unreliable: {iv.n_seeds} pretraining seed(s), at least {MIN_RELIABLE_SEEDS} needed"
     if not np.isfinite(iv.lo):
         return "no interval"
-    p, label = (iv.p_value, "p") if p_adjusted is None else (p_adjusted, "Holm p")
-    if iv.excludes_zero and p < 0.05:
-        return f"{'positive' if iv.estimate > 0 else 'negative'} ({label}={p:.2g})"
+    if called(iv, p_adjusted):
+        return f"{'positive' if iv.estimate > 0 else 'negative'} (Holm p={p_adjusted:.2g})"
     if iv.excludes_zero:
-        return f"inconclusive after Holm (p={iv.p_value:.2g}, Holm p={p:.2g})"
+        return f"inconclusive after Holm (p={iv.p_value:.2g}, Holm p={p_adjusted:.2g})"
     return "inconclusive: interval includes 0"
 
 
@@ -78,14 +85,17 @@ class Report:
         """One row per (task, mean or contrast): the CSV."""
         c, rows = self.contributions, []
         for (task, v), iv in c.means.items():
-            rows.append(dict(task=task, kind="mean", name=v, **_iv_fields(iv), p_holm=np.nan, mde=np.nan,
-                             seeds_needed=np.nan, power="", verdict="",
+            rows.append(dict(task=task, kind="mean", name=v, **_iv_fields(iv), p_holm=np.nan, family_m=np.nan,
+                             mde=np.nan, seeds_needed=np.nan, seeds_needed_lo=np.nan, seeds_needed_hi=np.nan,
+                             power="", verdict="",
                              notes="not learned at this budget" if task in c.not_learned else ""))
         for e in c.contrasts:
             p = e.power
             rows.append(dict(task=e.task, kind=e.contrast.family, name=e.contrast.name, **_iv_fields(e.interval),
-                             p_holm=e.p_adjusted, mde=p.mde if p else np.nan,
+                             p_holm=e.p_adjusted, family_m=p.m if p else np.nan, mde=p.mde if p else np.nan,
                              seeds_needed=p.seeds_needed if p and p.seeds_needed else np.nan,
+                             seeds_needed_lo=p.seeds_range[0] if p and p.seeds_range[0] else np.nan,
+                             seeds_needed_hi=p.seeds_range[1] if p and p.seeds_range[1] else np.nan,
                              power=p.verdict if p else "", verdict=verdict(e.interval, e.p_adjusted),
                              notes="; ".join(e.contrast.notes + e.notes)))
         return pd.DataFrame(rows)
@@ -136,7 +146,8 @@ def _contrast_rows(es: list[ContrastEstimate]) -> list[list[str]]:
 
 def _contrast_sections(c: Contributions) -> list[str]:
     out = []
-    header = ["contrast", "task", "estimate [interval]", "p", "Holm p", "verdict", "MDE", "to resolve", "notes"]
+    header = ["contrast", "task", "estimate [interval]", "p", "Holm p", "verdict", "MDE (Holm level)", "to resolve",
+              "notes"]
     for family in FAMILIES:
         order = list(dict.fromkeys(e.contrast.name for e in c.contrasts))
         es = sorted((e for e in c.contrasts if e.contrast.family == family),
@@ -187,7 +198,9 @@ def _markdown(r: Report) -> list[str]:
     out += [f"Measured variants: {', '.join(c.variants) or 'none'}; pretraining seeds: "
             f"{', '.join(map(str, c.pretrain_seeds))}. Intervals: {c.level:.0%} multi-bootstrap over "
             f"pretraining seeds and test examples (analysis.bootstrap; coverage checked by analysis.validate); "
-            f"p-values Holm-adjusted over the contrasts of each task row. Measure runs excluded from the estimates "
+            f"p-values Holm-adjusted over one family, every (contrast, task row) cell ({family_size(c)}; "
+            f"analysis.inference.family_calls); MDE: the difference detected with power 80% at Holm's first step "
+            f"(alpha 0.05/{family_size(c)}). Measure runs excluded from the estimates "
             f"(not completed): {excluded}.", ""]
     if c.epochs:
         out += ["Epochs over the pretraining corpus per run (mean): "
@@ -220,30 +233,48 @@ def _search_markdown(s: SearchSummary) -> list[str]:
     return out + [""] + [f"- {m}" for m in s.messages]
 
 
-def format_table(report: Report) -> str:
-    """The terminal output of the main job: the headline, variants per task, then the contrasts."""
+def _cell(e: ContrastEstimate) -> str:
+    """'+0.100 [+0.050,+0.150]*' (resolved) / '!' (flagged) / '+0.100 (unreliable)'."""
+    iv = e.interval
+    if iv.reliable and np.isfinite(iv.lo):
+        text = f"{iv.estimate:+.3f} [{iv.lo:+.3f},{iv.hi:+.3f}]"
+    else:
+        text = format_interval(iv, True, short=True)
+    return text + ("*" if resolved(e) else "") + ("!" if e.notes else "")
+
+
+def _compact_table(c: Contributions, width: int) -> list[str]:
+    """One row per contrast, one column per task row with contrasts; split into blocks of columns that fit."""
+    tasks = [t for t in c.tasks if any(e.task == t for e in c.contrasts)]
+    names = list(dict.fromkeys(e.contrast.name for e in c.contrasts))
+    cell = {(e.contrast.name, e.task): _cell(e) for e in c.contrasts}
+    nw = min(max(len(n) for n in names), int(width * 0.4)) + 2  # long factorial names still fit whole
+    cw = max([len(v) for v in cell.values()] + [len(t) for t in tasks]) + 2
+    per = max(1, (width - nw) // cw)
+    out = []
+    for i in range(0, len(tasks), per):
+        block = tasks[i:i + per]
+        out.append("contrast".ljust(nw) + "".join(t.ljust(cw) for t in block).rstrip())
+        for n in names:
+            short = n if len(n) <= nw - 2 else n[:nw - 3] + "~"
+            out.append((short.ljust(nw) + "".join(cell.get((n, t), "").ljust(cw) for t in block)).rstrip())
+    return out
+
+
+def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
+    """The terminal output of the main job: the headline and one compact contrast x task table.
+
+    Everything else (scores per variant, p-values, MDEs, notes, messages) is in contributions.md."""
     c = report.contributions
+    wrap = lambda text: textwrap.wrap(text, width) or [""]  # noqa: E731
     if not c.tasks:
-        return "\n".join(["no completed measure runs to report", *c.messages])
-    lines = headline(c) + [""]
-    w = max(len(t) for t in c.tasks) + 2
-    lines.append("task".ljust(w) + "chance".ljust(8) + "".join(v.ljust(24) for v in c.variants))
-    for t in c.tasks:
-        base = f"{c.baselines[t]:.3f}" if t in c.baselines else ""
-        lines.append(t.ljust(w) + base.ljust(8) + "".join(
-            (format_interval(c.means[(t, v)], short=True) + ("*" if flagged(c, t, v) else "")).ljust(24)
-            for v in c.variants) + ("  not learned at this budget" if t in c.not_learned else ""))
-    lines.append("")
-    cw = max(len(e.contrast.name) for e in c.contrasts) + 2 if c.contrasts else 10
-    for e in c.contrasts:
-        iv = e.interval
-        mde = f"MDE {e.power.mde:.3f}" if e.power is not None and np.isfinite(e.power.mde) else ""
-        lines.append(f"{e.task.ljust(w)}{e.contrast.name.ljust(cw)}{format_interval(iv, True, short=True):26s}"
-                     f"{'Holm p=' + format(e.p_adjusted, '.2g'):16s}{mde:12s}{verdict(iv, e.p_adjusted)}"
-                     f"{' [' + '; '.join(e.notes) + ']' if e.notes else ''}")
-    excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
-    lines += ["", f"* flagged (collapsed, or worse than none on the task). Excluded measure runs: {excluded}.",
-              *c.messages]
+        return "\n".join(wrap("no completed measure runs to report") + [ln for m in c.messages for ln in wrap(m)])
+    lines = [ln for sentence in headline(c) for ln in wrap(sentence)] + [""]
+    if c.contrasts:
+        lines += _compact_table(c, width) + [""]
+    lines += wrap(f"* resolved (Holm over the family of all {family_size(c)} cells, p < 0.05); ! flagged (collapsed, "
+                  f"or worse than none on the task: not credited). Scores per variant, p-values, MDEs, notes and "
+                  f"{len(c.messages)} message(s): contributions.md.")
     return "\n".join(lines)
 
 

@@ -50,3 +50,28 @@ def test_seeds_needed_reach_the_target_power_and_example_noise_cannot_be_bought_
     assert power(0.05, se[0], df[0]) < 0.8 <= power(0.05, se[1], df[1])
     stuck = contrast_power(_iv(0.01, seed_var=0.0001, example_var=0.0004))
     assert stuck.seeds_needed is None and "more test examples needed" in stuck.verdict
+
+
+def test_the_mde_is_at_holm_first_step_of_the_family_the_calls_use():
+    from scipy.stats import norm
+
+    iv = _iv(0.0, seed_var=0.00006, example_var=0.00004, df=1e6)  # se 0.01, known df
+    for m in (1, 11, 33):
+        p = contrast_power(iv, m=m)
+        want = (norm.ppf(1 - 0.05 / (2 * m)) + norm.ppf(0.8)) * iv.se
+        assert p.mde == pytest.approx(want, rel=2e-3) and p.m == m
+    assert contrast_power(iv, m=11).mde == pytest.approx(0.0368, abs=2e-4)  # 2.84 + 0.84 se, not 2.80
+    assert float(mde(1.0, 1e6, m=11)) == pytest.approx(3.68, abs=0.01)
+    ahead = dict(contrast_power(_iv(0.0, 0.00006, 0.00004, seeds=3), m=11).mde_by_seeds)  # prospective figure
+    assert ahead[3] > ahead[5] > ahead[10] > ahead[20] > np.sqrt(0.00004) * 3.68
+
+
+def test_seeds_needed_come_with_a_range_that_brackets_them_and_widens_as_seeds_fall():
+    per_seed, ratios = 0.003, []  # the same per-seed variance measured with P seeds: seed_var = per_seed / P
+    for seeds in (10, 5, 3):
+        p = contrast_power(_iv(0.05, seed_var=per_seed / seeds, example_var=0.0001, seeds=seeds), m=11)
+        lo, hi = p.seeds_range
+        assert p.seeds_needed is not None and lo is not None and hi is not None
+        assert lo <= p.seeds_needed <= hi and lo < hi and "range" in p.verdict and "m=11" in p.verdict
+        ratios.append(hi / lo)
+    assert ratios[0] < ratios[1] < ratios[2] and ratios[2] > 10  # 2 df: 0.33x to 19.5x the seed variance

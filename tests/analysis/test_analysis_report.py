@@ -27,7 +27,7 @@ def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     for png in ("contributions.png", "contributions_forest.png", "search_response.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
-    assert printed.startswith("This run pretrained") and printed.index("resolved") < printed.index("chance")
+    assert printed.startswith("This run pretrained") and printed.index("resolved") < printed.index("\ncontrast ")
 
 
 def test_words_only_when_the_holm_adjusted_p_is_below_005():
@@ -46,7 +46,8 @@ def test_worse_than_none_is_said_and_a_contrast_against_a_collapsed_variant_not_
     assert "| nsp_only - none | sst | -0.190 [" in md and "negative (Holm p=" in md
     assert "not credited to MLM" in md and "collapse diagnostic fired (seed 0: token cosine 0.970 > 0.95" in md
     table = format_table(r)
-    assert "not credited to MLM" in table and "nsp_only*" not in table  # flags mark cells, not names
+    cells = [ln for ln in table.splitlines() if ln.startswith("MLM contribution (full - nsp_only)")]
+    assert cells and "!" in cells[0] and "nsp_only!" not in table  # flags mark cells, not names
 
 
 def test_an_underpowered_run_says_so_and_what_would_resolve_it(tmp_path):
@@ -104,3 +105,28 @@ def test_budget_kind_is_stated_and_unequal_compute_gets_gains_per_unit(tmp_path)
     runs.to_parquet(root / "runs.parquet")
     unequal = build_report(root, n_boot=200).to_markdown()
     assert "mlm_only 2.00x full's training FLOPs" in unequal and "## Gains per unit of compute" in unequal
+
+
+def test_the_terminal_prints_the_headline_and_one_compact_contrast_by_task_table(seed_export):
+    r = build_report(seed_export, n_boot=100)
+    c = r.contributions
+    text = format_table(r)
+    lines = text.splitlines()
+    names = list(dict.fromkeys(e.contrast.name for e in c.contrasts))
+    head = [ln for ln in text.split("\n\n")[0].splitlines()]
+    assert len(lines) <= len(head) + 1 + len(names) + 4  # headline, the table header and rows, a footer
+    assert max(len(ln) for ln in lines) <= 160
+    header = next(ln for ln in lines if ln.startswith("contrast "))
+    assert all(t in header for t in ("sst", "topic", "average (finetune)"))
+    row = next(ln for ln in lines if ln.startswith("MLM contribution (full - nsp_only)"))
+    assert "+0.200 [" in row and "]*" in row  # resolved: marked
+    assert "contributions.md" in lines[-1] and "chance" not in text  # the variant table stays in the .md
+
+
+def test_the_terminal_says_none_resolves_when_nothing_does(tmp_path):
+    flat = {v: 0.6 for v in ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")}
+    r = build_report(write_export(tmp_path / "e", flat, n_examples=200), n_boot=100)
+    text = format_table(r)
+    m = len(r.contributions.contrasts)
+    assert f"None of the {m} contrasts resolves" in text and "The other" not in text
+    assert "*" not in text.split("\ncontrast ", 1)[1].split("\n\n")[0]
