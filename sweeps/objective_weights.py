@@ -77,8 +77,11 @@ def _search_config(cfg: ExperimentConfig, args) -> tuple[ExperimentConfig, dict,
     space["mask_ratio"] = tune.uniform(0.1, 0.5)
     start = {**{f"{n}_weight": 1.0 for n in names}, "mask_ratio": 0.15}  # BERT's own mix is the first point
     rungs = search_rung(cfg, args)
+    # A reserved pretraining seed (phases.search_seed): the measurement of best_mix never re-uses the trial
+    # that won the search, and it is measured at the same seeds 0..P-1 as every variant it is compared with.
     search_cfg = cfg.replace(objective=_mix(cfg, "custom", start),
-                             run=replace(cfg.run, eval_every=rungs, checkpoint_every=rungs))
+                             run=replace(cfg.run, seed=phases.search_seed(cfg), eval_every=rungs,
+                                         checkpoint_every=rungs))
     return search_cfg, space, start
 
 

@@ -20,13 +20,29 @@ from trainables.config import ExperimentConfig, objective_for_variant
 log = logging.getLogger("sweeps")
 
 MEASURE_VARIANTS = ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")  # the main job's grid
+# The pretraining seed of every search trial (plus the base config's run.seed): one the measurement never uses.
+# A searched mix measured at the search's own seed would count the very run chosen for its dev probe score among
+# its measurements (a winner's curse on best_mix - full); measurement seeds are 0..P-1 for every variant.
+SEARCH_SEED = 10_000
+
+
+def measurement_seeds(seeds: int) -> range:
+    """The pretraining seeds of the measurement grid, the same for every variant (contrasts pair on them)."""
+    if seeds > SEARCH_SEED:
+        raise ValueError(f"--seeds {seeds}: seeds from {SEARCH_SEED} on are the search's (sweeps.phases.SEARCH_SEED)")
+    return range(seeds)
+
+
+def search_seed(cfg: ExperimentConfig) -> int:
+    """The pretraining seed of the search trials: reserved, so no measurement run is a search trial again."""
+    return SEARCH_SEED + cfg.run.seed
 
 
 def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int) -> list[dict]:
     """One spec per (variant, pretraining seed): same data order (data_seed) and initial weights (seed)."""
     specs = []
     for name, vcfg in variants:
-        for seed in range(seeds):
+        for seed in measurement_seeds(seeds):
             run = vcfg.replace(run=dataclasses.replace(vcfg.run, seed=seed, checkpoint_every=vcfg.run.eval_every))
             specs.append({"run_id": f"{name}-s{seed}", "variant": name, "pretrain_seed": seed, "phase": "measure",
                           "cfg": run.to_dict()})

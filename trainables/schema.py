@@ -59,7 +59,9 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("masking", pa.string(), "masking strategy: token | whole_word", False),
     Column("input_format", pa.string(), "pretraining input: single (one segment) | nsp_pairs (A/B, B random half "
            "the time) | sop_pairs (A/B, swapped half the time)", False),
-    Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights, masking and (data_order per_seed) data"),
+    Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights, masking and (data_order per_seed) data; "
+           "0..P-1 for every measured variant, and for search trials a reserved seed (10000 + run.seed) that no "
+           "measurement run uses, so best_mix's measurements never include the trial the search chose"),
     Column("data_order", pa.string(), "per_seed: the pretraining seed also set chunking, pairs and batch order; "
            "fixed: one data order (data_seed) for every seed", False),
     Column("data_seed", pa.int64(), "the seed of chunking, pairs and batch order this run used", False),

@@ -99,3 +99,26 @@ def test_export_writes_the_data_dictionary_and_an_hparams_row_per_run(tmp_path):
         values = {t: acc.Scalars(t)[0].value for t in acc.Tags()["scalars"]}
         assert values == pytest.approx({"run/mlm_acc": 0.2, "task/topic": 0.75, "task/pos": 0.5, "task/mean": 0.625})
         assert acc.PluginTagToContent("hparams")
+
+
+def test_search_trials_and_measurement_runs_use_disjoint_pretraining_seeds():
+    """The searched mix is chosen on its search trial's dev probe score; if that trial's seed were one of the
+    measurement seeds, best_mix's measurement at that seed would repeat the chosen run (a winner's curse on
+    best_mix - full). The search runs at a reserved seed, recorded in its runs rows; every measured variant,
+    best_mix included, runs at the same seeds 0..P-1."""
+    import argparse
+    from types import SimpleNamespace
+
+    from sweeps.objective_weights import _search_config
+
+    cfg = build_config("smoke")
+    args = argparse.Namespace(num_samples=4, pair="nsp", objectives=None)
+    search_cfg, _, start = _search_config(cfg, args)
+    specs = phases.measurement_specs([(v, phases.variant_config(cfg, v)) for v in ("full", "none")], seeds=5)
+    measured = {s["cfg"]["run"]["seed"] for s in specs}
+    assert measured == set(range(5))
+    assert search_cfg.run.seed not in measured
+    result = SimpleNamespace(config={"cfg": search_cfg.to_dict(), "phase": "search", **start}, metrics={"step": 3},
+                             error=None, path="/x/trial_1", checkpoint=None)
+    row = sweep_export.run_row(result, "search")
+    assert row["phase"] == "search" and row["pretrain_seed"] == search_cfg.run.seed
