@@ -5,6 +5,7 @@
     smoke       seconds, for tests: a 2-layer hidden-32 BERT, 8 steps
     cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (sized in SCIENCE.md)
     gpu-quick   one H200-class GPU in a quarter hour: bert-mini width, several trials sharing the GPU
+    known-answer   the instrument check on the planted language (sweeps/known_answer.py), ~10 min on 2 cores
     bert-mini, bert-small, bert-base   the published BERT family sizes, for GPU clusters
 
 A preset is sized to its data: ``check_epochs(cfg, train_tokens)`` refuses a run that would pass over its
@@ -112,10 +113,28 @@ def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, ba
     )
 
 
+def _preset_known_answer() -> ExperimentConfig:
+    # The instrument check (sweeps/known_answer.py): the planted language of trainables.data.planted, sized so
+    # that every planted effect is large and certain in ~10 minutes on 2 cores (README: "Known answers").
+    # ~250 words: a 1,024-piece WordPiece holds each whole; sentences of ~11 tokens, so 64 positions.
+    return ExperimentConfig(
+        preset="known-answer",
+        model=ModelConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256,
+                          max_position=64, dropout=0.0),
+        data=DataConfig(corpus="planted", seq_len=64),
+        optim=OptimConfig(lr=3e-3, batch_size=32, max_steps=1500, warmup_frac=0.1),
+        finetune=FinetuneConfig(epochs=3, lr=1e-3, batch_size=32, max_len=64, qa_max_len=64, qa_doc_stride=32,
+                                max_train_examples=2000, max_eval_examples=500, probe_max_train=2000,
+                                tasks="planted"),
+        run=RunConfig(log_every=100, eval_every=0, eval_batches=8),
+    )
+
+
 PRESETS: dict[str, Any] = {
     "smoke": _preset_smoke,
     "cpu-small": _preset_cpu_small,
     "gpu-quick": _preset_gpu_quick,
+    "known-answer": _preset_known_answer,
     "bert-mini": lambda: _bert_family("bert-mini", 256, 4, 4, steps=20_000, batch=256, lr=1e-3),
     "bert-small": lambda: _bert_family("bert-small", 512, 4, 8, steps=50_000, batch=256, lr=5e-4),
     "bert-base": lambda: _bert_family("bert-base", 768, 12, 12, steps=100_000, batch=256, lr=1e-4),

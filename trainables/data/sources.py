@@ -1,7 +1,7 @@
 """Pretraining text sources -> units of documents: the dispatcher behind ``data.corpus``.
 
 Sources: ``builtin`` (the real offline corpus of ``trainables.data.builtin``), ``synthetic`` (for
-unit tests), a local path (``.txt`` with blank-line-separated documents, ``.jsonl``/``.parquet``
+unit tests), ``planted[:docs=N]`` (the language with known answers of ``trainables.data.planted``), a local path (``.txt`` with blank-line-separated documents, ``.jsonl``/``.parquet``
 with a text column, or a folder of such files; a parquet list-of-strings column is taken as sentences
 already split), and ``hub:NAME[:CONFIG]`` (Hugging Face datasets, streamed, only when asked).
 
@@ -40,15 +40,15 @@ class Unit(NamedTuple):
     """One piece of a source that one worker reads: documents in a fixed order."""
 
     id: int
-    kind: str  # builtin | parquet | jsonl | txt | hub | synthetic
-    path: str  # a file, a hub name, or the number of synthetic documents
+    kind: str  # builtin | parquet | jsonl | txt | hub | synthetic | planted
+    path: str  # a file, a hub name, the number of synthetic documents, or the planted language's seed
     groups: tuple[int, ...] = ()  # parquet: the row groups of this unit
     limit: int = 0  # read at most this many documents (0: all); max_documents on the last unit
     config: str = ""  # hub: config name
     split: str = "train"  # hub: split
     shard: int = 0  # hub: this unit's shard of ...
     n_shards: int = 1  # ... the streamed dataset's shards
-    start: int = 0  # txt/jsonl: the unit is bytes [start, end) of the file ...
+    start: int = 0  # txt/jsonl: the unit is bytes [start, end) of the file ... (planted: documents)
     end: int = 0  # ... (0: to the end of the file)
 
 
@@ -203,6 +203,10 @@ def read_unit(unit: Unit, text_column: str = "text") -> Iterator[list[str]]:
     """The documents of one unit, as lists of sentences, in order (empty documents dropped)."""
     if unit.kind == "synthetic":
         docs = (d.sentences for d in synthetic_documents(int(unit.path)))
+    elif unit.kind == "planted":
+        from trainables.data.planted import PlantedLanguage
+
+        docs = PlantedLanguage(seed=int(unit.path)).documents(unit.end - unit.start, unit.start)
     elif unit.kind in ("parquet", "builtin"):
         docs = _parquet_docs(unit, "sentences" if unit.kind == "builtin" else text_column)
     elif unit.kind == "jsonl":
@@ -212,7 +216,8 @@ def read_unit(unit: Unit, text_column: str = "text") -> Iterator[list[str]]:
     elif unit.kind == "hub":
         docs = _hub_docs(unit, text_column)
     else:
-        raise CorpusError(f"unit kind {unit.kind!r} is not valid; allowed: builtin, parquet, jsonl, txt, hub, synthetic")
+        raise CorpusError(f"unit kind {unit.kind!r} is not valid; allowed: builtin, parquet, jsonl, txt, hub, synthetic, "
+                          "planted")
     n = 0
     for sentences in docs:
         if not sentences:
@@ -308,12 +313,33 @@ def _text_units(path: Path, kind: str, text_column: str, budget: int, start_id: 
     return units, used
 
 
+PLANTED_DOCS = 8000  # the planted corpus's default size: ~0.7 M tokens (trainables.data.planted)
+PLANTED_UNIT = 1000  # documents per unit
+
+
+def planted_options(corpus: str) -> dict[str, int]:
+    """``planted[:docs=N]`` -> {"docs": N, "seed": 0}; one line naming a bad option. The language's seed is
+    fixed: the planted tasks are built from the same language."""
+    opts = {"docs": PLANTED_DOCS}
+    for part in filter(None, corpus.removeprefix("planted").removeprefix(":").split(",")):
+        key, _, value = part.partition("=")
+        if key not in opts or not value.isdigit() or (key == "docs" and int(value) < 2):
+            raise CorpusError(f"corpus option {part!r} of {corpus!r} is not valid; allowed: docs=N (N >= 2)")
+        opts[key] = int(value)
+    return {**opts, "seed": 0}
+
+
 def list_units(corpus: str, *, text_column: str = "text", hub_split: str = "train", max_documents: int = 0,
                cache_dir: str | None = None, unit_bytes: int = 0) -> list[Unit]:
     """The units of a source, in order; with ``max_documents`` only those holding the first N documents.
     ``unit_bytes`` (default ``UNIT_BYTES``) sizes the units of text files."""
     if corpus == "synthetic":
         return [Unit(0, "synthetic", str(max_documents or 200))]
+    if corpus == "planted" or corpus.startswith("planted:"):
+        opts = planted_options(corpus)
+        n = min(opts["docs"], max_documents) if max_documents else opts["docs"]
+        return [Unit(i, "planted", str(opts["seed"]), start=a, end=min(a + PLANTED_UNIT, n))
+                for i, a in enumerate(range(0, n, PLANTED_UNIT))]
     if corpus == "builtin":
         from trainables.data.builtin import builtin_corpus_path
 
@@ -346,6 +372,10 @@ def source_identity(corpus: str, *, text_column: str = "text", hub_split: str = 
     """What names the source, without reading its text: O(1) in the corpus size."""
     if corpus == "synthetic":
         return {"kind": "synthetic"}
+    if corpus == "planted" or corpus.startswith("planted:"):
+        from trainables.data.planted import PLANTED_VERSION
+
+        return {"kind": "planted", **planted_options(corpus), "version": PLANTED_VERSION}
     if corpus == "builtin":
         from trainables.data.builtin import builtin_corpus_sha256
 
@@ -364,7 +394,7 @@ def source_identity(corpus: str, *, text_column: str = "text", hub_split: str = 
 def load_documents(corpus: str, *, text_column: str = "text", hub_split: str = "train",
                    max_documents: int = 0) -> list[Document]:
     """Every document of a source in memory (small corpora, ``describe``); training reads prepared shards."""
-    docs = [Document(f"{u.kind}:{u.id}:{i}", Path(u.path).name if u.kind not in ("hub", "synthetic") else u.kind, s)
+    docs = [Document(f"{u.kind}:{u.id}:{i}", Path(u.path).name if u.kind not in ("hub", "synthetic", "planted") else u.kind, s)
             for u in list_units(corpus, text_column=text_column, hub_split=hub_split, max_documents=max_documents)
             for i, s in enumerate(read_unit(u, text_column))]
     if not docs:
@@ -372,6 +402,6 @@ def load_documents(corpus: str, *, text_column: str = "text", hub_split: str = "
     return docs
 
 
-__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "list_units", "load_documents", "read_unit",
-           "source_identity", "synthetic_documents", "text_to_sentences"]
+__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "list_units", "load_documents", "planted_options",
+           "read_unit", "source_identity", "synthetic_documents", "text_to_sentences"]
 

@@ -10,7 +10,8 @@ Every task, wherever it comes from, loads into ``TaskData``: a ``TaskSpec`` and 
     spec.py   TaskSpec, TaskData, HubSource, subsample, with_labels_from_train
     hub.py    the eight hub benchmarks (GLUE, CoNLL-2003, SQuAD) by name or from local hub-schema files
     user.py   user task files (CSV / JSONL / Parquet, a file or a folder of splits)
-    here      the registry (hub + built-in), groups (offline, glue, benchmarks, all) and ``load_task``
+    here      the registry (hub + built-in + planted), groups (offline, planted, glue, benchmarks, all)
+              and ``load_task``; the planted tasks (``trainables.data.planted``) have known answers
 """
 
 from __future__ import annotations
@@ -53,24 +54,38 @@ def load_builtin(name: str, cache_dir: str | Path | None = None) -> TaskData:
     return TaskData(spec, {s: splits[s] for s in SPLITS})
 
 
+def planted_specs() -> dict[str, TaskSpec]:
+    """The planted language's tasks (known answers: the instrument check, ``sweeps/known_answer.py``)."""
+    from trainables.data.planted import TASK_INFO
+
+    return {name: TaskSpec(name=name, type=kind, metrics=get_task_type(kind).metrics, source="planted",
+                           labels=("0", "1"), description=what) for name, (kind, what) in TASK_INFO.items()}
+
+
+def load_planted(name: str) -> TaskData:
+    from trainables.data.planted import PlantedLanguage
+
+    return TaskData(planted_specs()[name], PlantedLanguage().task(name))
+
+
 # ---------------------------------------------------------------- registry and resolution
 
 def task_registry() -> dict[str, TaskSpec]:
-    """Every named task: the hub benchmarks, then the built-in offline tasks."""
-    return {**HUB_TASKS, **builtin_specs()}
+    """Every named task: the hub benchmarks, the built-in offline tasks, the planted ones."""
+    return {**HUB_TASKS, **builtin_specs(), **planted_specs()}
 
 
 def get_task_spec(name: str) -> TaskSpec:
     registry = task_registry()
     if name not in registry:
-        raise TaskError(f"unknown task {name!r}; valid: {', '.join(registry)}, or the groups offline, glue, "
-                        "benchmarks, all")
+        raise TaskError(f"unknown task {name!r}; valid: {', '.join(registry)}, or the groups offline, planted, "
+                        "glue, benchmarks, all")
     return registry[name]
 
 
 def resolve_tasks(spec: str) -> list[str]:
     """'offline' | 'glue' | 'benchmarks' / 'all' | comma-separated names -> task names (checked)."""
-    groups = {"offline": list(builtin_specs()), "glue": list(GLUE_TASKS),
+    groups = {"offline": list(builtin_specs()), "planted": list(planted_specs()), "glue": list(GLUE_TASKS),
               "benchmarks": list(BENCHMARK_TASKS), "all": list(BENCHMARK_TASKS)}
     names: list[str] = []
     for part in (p.strip() for p in spec.split(",")):
@@ -90,4 +105,6 @@ def load_task(name: str, cache_dir: str | Path | None = None,
               data_files: dict[str, str] | str | None = None) -> TaskData:
     """Load a registered task by name (hub benchmark or built-in); ``data_files`` = local hub-schema copy."""
     spec = get_task_spec(name)
+    if spec.source == "planted":
+        return load_planted(name)
     return load_hub_task(name, data_files) if spec.hub is not None else load_builtin(name, cache_dir)

@@ -1,0 +1,182 @@
+"""A planted language whose downstream answers are known by construction: the instrument's positive and
+negative controls (``data.corpus=planted``, tasks ``planted_*``).
+
+    from trainables.data.planted import PlantedLanguage
+    lang = PlantedLanguage(seed=0)
+    docs = lang.documents(4000)            # the pretraining corpus (lists of sentences)
+    splits = lang.task("planted_lexical")  # {"train": rows, "dev": rows, "test": rows}
+
+Every word is a made-up syllable string (whole WordPiece tokens), so nothing but this generator gives it
+meaning. A document has a **topic** (its topic words recur in every sentence) and a **stage** sequence
+(sentence i carries a marker word of stage s0 + i: stages rise through a document); each sentence also
+holds two **lexical phrases** "frame content frame" whose frame words belong to the content word's
+latent class. So:
+
+* **lexical** (MLM's known effect): a content word's class shows only in its frames. The task labels a
+  few content words, frames removed, by their class group; its dev and test splits use content words that
+  never occur in its train split (they do occur in pretraining). An encoder that learned the classes from
+  context (MLM, RTD) carries the label to the unseen words; random initialisation and NSP alone cannot.
+* **discourse** (NSP's): two sentences, from one document or from two with different topics. Train and
+  test pairs use disjoint topics, and a sentence carries one of its topic's many words, so word overlap
+  does not solve it: which words share a topic was learned in pretraining or not at all.
+* **order** (SOP's, against NSP's): two consecutive sentences of one document, in order or swapped. Only
+  the stage markers tell, and the test uses marker synonyms the train split never shows. NSP's negatives
+  come from other documents, so topic alone solves NSP and it never needs the order (ALBERT's argument).
+* **null**: sentences with labels drawn independently of the text: every contrast's truth is 0.
+
+The language and the tasks are a pure function of ``seed``; the task documents are drawn from streams
+apart from the corpus's, so no task sentence is a pretraining sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+PLANTED_VERSION = 1  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
+TASKS = ("planted_lexical", "planted_discourse", "planted_order", "planted_null")
+TASK_INFO = {  # name: (task type, what it asks)
+    "planted_lexical": ("single", "class group of three content words never seen in fine-tuning's train split"),
+    "planted_discourse": ("pair", "are the two sentences from one document? (topics unseen in train)"),
+    "planted_order": ("pair", "are two consecutive sentences swapped? (stage markers unseen in train)"),
+    "planted_null": ("single", "a random label: nothing in pretraining carries information about it"),
+}
+TASK_SIZES = (2000, 500)  # train; dev and test each
+_CONSONANTS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+
+
+@dataclass(frozen=True)
+class PlantedLanguage:
+    seed: int = 0
+    classes: int = 8  # latent lexical classes; the lexical label is the class group (class % 2)
+    content_words: int = 12  # per class: 6 for the task's train split, 3 dev, 3 test
+    frame_words: int = 4  # per class
+    topics: int = 12  # the discourse task trains on half of them and tests on the other half
+    topic_words: int = 6  # per topic; a sentence carries three
+    stages: int = 12  # a document of n sentences covers stages s0 .. s0 + n - 1
+    stage_words: int = 3  # synonyms per stage: one for the order task's train split, one dev, one test
+    sentences: tuple[int, int] = (5, 10)  # per document
+
+    # ------------------------------------------------------------------ the vocabulary
+
+    @cached_property
+    def _words(self) -> dict[str, np.ndarray]:
+        """Distinct made-up words per role, shaped (groups, words per group)."""
+        shapes = {"content": (self.classes, self.content_words), "frame": (self.classes, self.frame_words),
+                  "topic": (self.topics, self.topic_words), "stage": (self.stages, self.stage_words)}
+        total = sum(a * b for a, b in shapes.values())
+        rng = np.random.default_rng([self.seed, 0])
+        seen: set[str] = set()
+        words: list[str] = []
+        while len(words) < total:
+            n = int(rng.integers(2, 4))  # syllables
+            w = "".join(rng.choice(list(_CONSONANTS)) + rng.choice(list(_VOWELS)) for _ in range(n))
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+        out, i = {}, 0
+        for role, (a, b) in shapes.items():
+            out[role] = np.array(words[i:i + a * b]).reshape(a, b)
+            i += a * b
+        return out
+
+    def words(self, role: str) -> np.ndarray:
+        return self._words[role]
+
+    # ------------------------------------------------------------------ documents
+
+    def _document(self, rng: np.random.Generator, topic: int, stage_pool: np.ndarray | None = None) -> list[str]:
+        """One document: n sentences "marker topic (frame content frame) topic (frame content frame) topic
+        marker." (one draw per array)."""
+        w = self._words
+        markers = w["stage"] if stage_pool is None else stage_pool
+        n = int(rng.integers(self.sentences[0], self.sentences[1] + 1))
+        stage = int(rng.integers(self.stages - n + 1)) + np.arange(n)
+        mark = markers[stage[:, None], rng.integers(markers.shape[1], size=(n, 2))]
+        topics = w["topic"][topic][rng.integers(self.topic_words, size=(n, 3))]
+        cls = rng.integers(self.classes, size=(n, 2))
+        content = w["content"][cls, rng.integers(self.content_words, size=(n, 2))]
+        frames = w["frame"][cls[..., None], rng.integers(self.frame_words, size=(n, 2, 2))]
+        return [" ".join([mark[i, 0], topics[i, 0], frames[i, 0, 0], content[i, 0], frames[i, 0, 1], topics[i, 1],
+                          frames[i, 1, 0], content[i, 1], frames[i, 1, 1], topics[i, 2], mark[i, 1]]) + "."
+                for i in range(n)]
+
+    def documents(self, n: int, start: int = 0) -> list[list[str]]:
+        """Documents ``start .. start + n`` of the pretraining corpus (each from its own stream: a prefix
+        of a longer corpus is the shorter one)."""
+        out = []
+        for d in range(start, start + n):
+            rng = np.random.default_rng([self.seed, 1, d])
+            out.append(self._document(rng, int(rng.integers(self.topics))))
+        return out
+
+    # ------------------------------------------------------------------ tasks
+
+    def task(self, name: str, n_train: int = TASK_SIZES[0], n_eval: int = TASK_SIZES[1]) -> dict[str, list[dict]]:
+        """The splits of one planted task (rows in the task type's schema; labels as strings)."""
+        if name not in TASKS:
+            raise ValueError(f"planted task {name!r} is not valid; allowed: {', '.join(TASKS)}")
+        build = {"planted_lexical": self._lexical, "planted_discourse": self._discourse,
+                 "planted_order": self._order, "planted_null": self._null}[name]
+        sizes = {"train": n_train, "dev": n_eval, "test": n_eval}
+        return {split: build(np.random.default_rng([self.seed, 2, TASKS.index(name), i]), split, n)
+                for i, (split, n) in enumerate(sizes.items())}
+
+    def lexical_split_words(self, split: str) -> np.ndarray:
+        """(classes, k) the content words the lexical task shows in ``split``: train, dev, test disjoint."""
+        k = self.content_words
+        cut = {"train": slice(0, k // 2), "dev": slice(k // 2, 3 * k // 4), "test": slice(3 * k // 4, k)}[split]
+        return self._words["content"][:, cut]
+
+    def _lexical(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
+        pool = self.lexical_split_words(split)
+        labels = rng.integers(2, size=n)
+        classes = labels[:, None] + 2 * rng.integers(self.classes // 2, size=(n, 3))  # three words of the label's group
+        words = pool[classes, rng.integers(pool.shape[1], size=(n, 3))]
+        return [{"id": f"{split}-{i}", "text": " ".join(words[i]) + ".", "label": str(int(labels[i]))} for i in range(n)]
+
+    def _topic_split(self, split: str) -> np.ndarray:
+        half = self.topics // 2
+        return np.arange(half) if split == "train" else np.arange(half, self.topics)
+
+    def _discourse(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
+        topics = self._topic_split(split)
+        rows = []
+        for i in range(n):
+            t = int(rng.choice(topics))
+            doc = self._document(rng, t)
+            a, b = rng.choice(len(doc), size=2, replace=False)
+            label = int(rng.integers(2))  # 1: both sentences from this document
+            if not label:
+                other = self._document(rng, int(rng.choice(topics[topics != t])))
+                b, doc_b = int(rng.integers(len(other))), other
+            rows.append({"id": f"{split}-{i}", "text_a": doc[a], "text_b": (doc if label else doc_b)[b],
+                         "label": str(label)})
+        return rows
+
+    def order_split_markers(self, split: str) -> np.ndarray:
+        """(stages, 1) the stage markers the order task shows in ``split``: train, dev, test disjoint."""
+        i = ("train", "dev", "test").index(split)
+        return self._words["stage"][:, i:i + 1]
+
+    def _order(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
+        pool = self.order_split_markers(split)
+        rows = []
+        for i in range(n):
+            doc = self._document(rng, int(rng.integers(self.topics)), stage_pool=pool)
+            j = int(rng.integers(len(doc) - 1))
+            label = int(rng.integers(2))  # 1: swapped
+            a, b = (doc[j + 1], doc[j]) if label else (doc[j], doc[j + 1])
+            rows.append({"id": f"{split}-{i}", "text_a": a, "text_b": b, "label": str(label)})
+        return rows
+
+    def _null(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
+        rows = []
+        for i in range(n):
+            doc = self._document(rng, int(rng.integers(self.topics)))
+            rows.append({"id": f"{split}-{i}", "text": doc[int(rng.integers(len(doc)))],
+                         "label": str(int(rng.integers(2)))})
+        return rows
