@@ -140,7 +140,8 @@ def simulate_ablation(design: SimDesign, rng: np.random.Generator, null: bool = 
 def simulate_average(design: SimDesign, rng: np.random.Generator):
     """Three tasks sharing seeds (tasks 1, 2 one source): Measurements, weights, true contrast values."""
     v, p, f, n = len(SIM_VARIANTS), design.pretrain_seeds, design.finetune_seeds, design.examples
-    noise, shared = draw_noise(rng, design.draws), rng.uniform(0.0, 1.0)  # share of the variant-seed effect common to tasks
+    noise = draw_noise(rng, design.draws)
+    shared = rng.uniform(0.0, 1.0)  # share of the variant-seed effect common to tasks
     base = rng.normal(0.6, 0.4, size=v)
     common = rng.normal(0, noise.seed, (1, p, 1, 1)) + rng.normal(0, noise.variant_seed * np.sqrt(shared), (v, p, 1, 1))
     own = [rng.normal(0, noise.variant_seed * np.sqrt(1 - shared), (v, p, 1, 1))
