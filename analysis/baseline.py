@@ -6,6 +6,17 @@ task's own metric on its test golds: accuracy = the majority share; binary F1 of
 most frequent tag (entity F1 0 when that tag is O; token accuracy its share); QA: 0. A task on which
 no variant, ``none`` included, scores above its baseline was not learned at this budget: its
 contrasts compare noise and it is left out of averages.
+
+Decided on dev, not test (``learned_on_dev``). Dropping a task removes its contrasts from the family
+the calls are made in, so deciding it on the test scores would select on the very values the calls
+use (and a variant's test mean above chance by luck would keep a task in, one at chance by luck drop
+it). The dev values (``evals.dev_value`` of the headline metric, the split the learning rate is chosen
+on) decide instead: a variant is above chance when the lower end of the 95% t interval of its mean
+over pretraining seeds (each the mean over fine-tuning seeds) exceeds the baseline, on the point
+estimate with fewer than 3 seeds (said in a message). Any of the V variants suffices: on dev that
+keeps a task in the family, which only costs power. The chance level is the test golds' (dev golds
+are not exported): dev and test are taken to share the label distribution. Exports without dev
+values fall back to the test intervals (``learned``), with a message.
 """
 
 from __future__ import annotations
@@ -17,7 +28,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.bootstrap import Interval
+from scipy import stats as sps
+
+from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
 from trainables.metrics import compute_metric
 
 TAGGING = ("entity_f1", "token_accuracy")
@@ -59,3 +72,37 @@ def above(iv: Interval, baseline: float) -> bool:
 def learned(means: dict[str, Interval], baseline: float) -> bool:
     """Whether any variant (``none`` included) scores above the baseline."""
     return any(above(iv, baseline) for iv in means.values())
+
+
+def dev_seed_values(evals: pd.DataFrame, runs: pd.DataFrame, task: str, mode: str,
+                    metric: str) -> dict[str, np.ndarray] | None:
+    """Per variant, the dev value of ``metric`` per pretraining seed (mean over fine-tuning seeds);
+    None when the export has no dev values for (task, mode)."""
+    if "dev_value" not in evals.columns:
+        return None
+    sel = evals[(evals["task"] == task) & (evals["mode"] == mode) & (evals["metric"] == metric)
+                & np.isfinite(evals["dev_value"].astype(float))]
+    if sel.empty:
+        return None
+    merged = sel.merge(runs[["run_id", "variant", "pretrain_seed"]], on="run_id")
+    by = merged.groupby(["variant", "pretrain_seed"])["dev_value"].mean()
+    return {str(v): by[v].to_numpy(float) for v in by.index.get_level_values(0).unique()}
+
+
+def above_on_dev(values: np.ndarray, baseline: float, level: float = 0.95) -> bool:
+    """The mean of per-seed dev values lies above ``baseline``: its t interval's lower end with 3+
+    seeds, its point estimate with fewer."""
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return False
+    mean = float(values.mean())
+    if values.size < MIN_RELIABLE_SEEDS:
+        return mean > baseline
+    half = float(sps.t.ppf(1 - (1 - level) / 2, values.size - 1)) * float(values.std(ddof=1)) / np.sqrt(values.size)
+    return mean - half > baseline
+
+
+def learned_on_dev(dev: dict[str, np.ndarray], baseline: float) -> bool:
+    """Whether any variant (``none`` included) scores above the baseline on dev."""
+    return any(above_on_dev(v, baseline) for v in dev.values())

@@ -10,7 +10,21 @@ of its metric (see ``analysis.stats``) for every cell of the design:
 Seed p means the same pretraining seed for every variant and example n the same test example, so
 resampling is *paired*: one draw of seed indices (B, P) and, per task, one draw of example counts
 (B, N) are shared by every variant. Fine-tuning seeds are averaged within a pretraining seed so each
-pretraining seed counts once. A contrast is a weight vector over variants, shape (C, V): the
+pretraining seed counts once.
+
+Fine-tuning draws: nested, not crossed. A fine-tuning seed f fixes a draw (training subset, head
+init, data order). ``trainables.finetune`` derives it from (pretraining seed p, f)
+(``heads.finetune_draw``): every variant of seed p shares it (the comparison stays paired within p)
+and each p draws anew. Fine-tuning draws are then nested in pretraining seeds, and resampling seeds
+p with their draws covers the variant x draw interaction; this bootstrap needs nothing more. The
+crossed alternative (draw f the same for every run, as before) would need a two-way resampling of
+seeds and draws, and it is worse for the estimate too: its variant x draw interaction averages over
+F draws only (variance sd^2/F), the nested one over P x F (sd^2/(PF)); with F = 1 (the cpu-small and
+gpu-quick designs) a crossed draw cannot be resampled at all, and its interval would only cover the
+truth *conditional on that one draw*. ``analysis.validate --draws crossed`` shows the undercoverage
+this bootstrap then has; ``--draws nested`` (the default) the coverage of the design that runs. So the
+interval covers the expectation over pretraining seeds, fine-tuning draws (nested, any F >= 1;
+their variance is part of the seed part) and test examples from the same distribution. A contrast is a weight vector over variants, shape (C, V): the
 statistic is the contrast of the per-variant means over seeds, averaged over the given measurements.
 
 Intervals. The plain percentile interval of the joint resampling ("raw") undercovers with few

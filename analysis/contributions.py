@@ -5,8 +5,9 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
 
     contrasts   derived from the measured variants' weights and input formats (analysis.contrasts)
     tasks       one row per (task, mode); a task on which no variant, none included, scores above
-                its chance baseline (analysis.baseline) is "not learned at this budget": its means
-                are shown, its contrasts are not, and it stays out of the averages
+                its chance baseline *on dev* (analysis.baseline.learned_on_dev; on test only for
+                exports without dev values) is "not learned at this budget": its means are shown,
+                its contrasts are not, and it stays out of the averages
     averages    'average (finetune)' / 'average (probe)' over the learned tasks, each source task
                 weighing the same (mnli_m and mnli_mm are halves of one; evals.source_task)
     Holm        one family: every (contrast, row) cell of the learned rows, averages included, the
@@ -14,7 +15,7 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
     power       per contrast: the minimal detectable effect at that family's first Holm step
                 (alpha/m), the prospective MDE with more seeds, the seeds that would resolve it
                 (with the range the seed variance's 2 df allow)
-    flags       a variant whose collapse diagnostic fired (naming the token or [CLS] cosine), and per
+    flags       a variant collapsed beyond none (analysis.flags: cosines and one-label fine-tuning), and per
                 task a variant whose interval of (variant - none) lies entirely below 0; a contrast
                 that subtracts a flagged variant is marked and not credited to the other objective
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.baseline import chance_baseline, learned, task_golds
+from analysis.baseline import chance_baseline, dev_seed_values, learned, learned_on_dev, task_golds
 from analysis.bootstrap import Interval, Measurement, multibootstrap
 from analysis.contrasts import ContrastDef, derive_contrasts, pair_level_objectives
 from analysis.export import Export
@@ -179,7 +180,7 @@ class _Task:
 
 def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level):
     metrics, messages = primary_metrics(evals)
-    out = []
+    out, on_test, few = [], [], []
     for (task, mode), metric in metrics.items():
         m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds)
         span = METRIC_RANGES.get(metric, (-np.inf, np.inf))
@@ -188,8 +189,20 @@ def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_bo
         golds = task_golds(export.predictions, task, mode, done["run_id"])
         if m.metric != "value" and golds:
             t.baseline = chance_baseline(metric, golds, _first_text(evals, task, "positive_label") or None)
-            t.learned = learned(dict(zip(variants, ivs)), t.baseline)
+            dev = dev_seed_values(evals, done, task, mode, metric)
+            if dev is None:  # an export from before dev selection: only the test scores can say
+                t.learned = learned(dict(zip(variants, ivs)), t.baseline)
+                on_test.append(t.label)
+            else:
+                t.learned = learned_on_dev(dev, t.baseline)
+                few += [t.label] if max(len(v) for v in dev.values()) < 3 else []
         out.append(t)
+    if on_test:
+        messages.append(f"no dev values for {', '.join(on_test)}: whether each was learned was decided on its test "
+                        "scores (selection on the values the contrasts use)")
+    if few:
+        messages.append(f"whether {', '.join(few)} were learned was decided on dev point estimates (fewer than 3 "
+                        "pretraining seeds)")
     if any(t.measurement.metric == "value" for t in out):
         messages.append("no predictions for some tasks: their chance baselines (was the task learned at all?) "
                         "were not checked")
@@ -257,10 +270,11 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     not_learned = tuple(t.label for t in tasks if not t.learned)
     messages += spec_msgs + missing + task_msgs + [
         f"task {t.label!r} was not learned at this budget: no variant, none included, scores above its chance "
-        f"baseline {t.baseline:.3f} ({t.metric}); its contrasts are not computed and it is left out of averages"
+        f"baseline {t.baseline:.3f} ({t.metric}) on dev; its contrasts are not computed and it is left out of averages"
         for t in tasks if not t.learned]
     means = {(t.label, v): t.intervals[i] for t in tasks for i, v in enumerate(variants)}
-    collapsed, flags = collapse_flags(done, variants)
+    collapsed, flags, collapse_msgs = collapse_flags(done, export.predictions, variants)
+    messages += collapse_msgs
     vs_none = [(t.label, d.weights, iv) for t in tasks if t.learned
                for d, iv in zip(defs, t.intervals[len(variants):]) if d.family == "vs_none"]
     worse, worse_flags = worse_than_none(vs_none)

@@ -1,9 +1,23 @@
 """Flags on variants (collapse, worse than none) and the notes they put on contrasts.
 
-``runs.collapsed`` is authoritative; ``token_cosine`` and ``cls_cosine`` say why (the trainables side
-sets ``collapsed`` when the mean pairwise token or [CLS] cosine exceeds the thresholds in
-``trainables.schema``; here they only pick which of the two to name). "Worse than none" on a task is decided by the
-interval of (variant - none), reliable and entirely below 0, never by the point estimate.
+Collapse is decided here, relative to ``none``'s runs in the same export; ``runs.collapsed`` is only the
+raw diagnostic of the trainables side (token cosine > ``COLLAPSE_TOKEN_COSINE`` or [CLS] cosine >
+``COLLAPSE_CLS_COSINE``, absolute thresholds). At the small CPU scale a random 2-layer encoder's [CLS]
+cosine is above 0.99, so the raw diagnostic fires on every encoder, ``none`` included, and says
+nothing. The collapse seen in a 4,000-step ``nsp_only`` pilot had every vector at cosine 1.000 *and*
+fine-tuning stuck at the majority class. So a pretrained variant's run is flagged collapsed when both
+
+    geometry   its token or [CLS] cosine is within ``COLLAPSE_DISTANCE`` (1e-3) of 1 and closer to 1
+               than none's of the same pretraining seed, or its distance from 1 is at most
+               ``COLLAPSE_VS_NONE`` (a tenth) of none's (none's median over seeds when that seed's
+               none is missing; the absolute clause alone when none was not measured)
+    symptom    fine-tuning predicts one label for at least ``COLLAPSE_MAJORITY_SHARE`` (95%) of the test
+               examples on at least half of its fine-tunings of label tasks (decided on the geometry
+               alone, and said so, when the run has no label predictions)
+
+hold; a variant is flagged when any of its measured seeds is. ``none`` is the reference, never flagged.
+"Worse than none" on a task is decided by the interval of (variant - none), reliable and entirely
+below 0, never by the point estimate.
 """
 
 from __future__ import annotations
@@ -18,7 +32,10 @@ from analysis.contrasts import ContrastDef
 from analysis.variants import NONE
 
 from trainables.schema import COLLAPSE_CLS_COSINE as CLS_COSINE_COLLAPSE  # noqa: E402
+from trainables.schema import COLLAPSE_DISTANCE, COLLAPSE_MAJORITY_SHARE, COLLAPSE_VS_NONE  # noqa: E402
 from trainables.schema import COLLAPSE_TOKEN_COSINE as TOKEN_COSINE_COLLAPSE  # noqa: E402
+
+COSINES = (("token_cosine", "token"), ("cls_cosine", "[CLS]"))
 
 
 @dataclass(frozen=True)
@@ -28,29 +45,75 @@ class Flag:
     reason: str
 
 
-def _why(row) -> str:
-    """Which cosine made one run's collapse diagnostic fire."""
-    tok, cls = (float(getattr(row, c, np.nan)) for c in ("token_cosine", "cls_cosine"))
-    reasons = ([f"token cosine {tok:.3f} > {TOKEN_COSINE_COLLAPSE}"] if tok > TOKEN_COSINE_COLLAPSE else []) + (
-        [f"[CLS] cosine {cls:.3f} > {CLS_COSINE_COLLAPSE}"] if cls > CLS_COSINE_COLLAPSE else [])
-    if reasons:
-        return " and ".join(reasons)
-    if np.isfinite(tok) or np.isfinite(cls):
-        return f"token cosine {tok:.3f}, [CLS] cosine {cls:.3f}"
-    return "cosines not recorded"
+def _cos(row, column: str) -> float:
+    value = getattr(row, column, np.nan)
+    return float(value) if value is not None and np.isfinite(float(value)) else float("nan")
 
 
-def collapse_flags(done: pd.DataFrame, variants) -> tuple[set[str], list[Flag]]:
-    """Variants whose collapse diagnostic fired on any measured seed, with one flag naming why."""
-    fired = done[done["collapsed"]]
-    collapsed = set(fired["variant"])
-    flags = []
-    for v in variants:
-        if v in collapsed:
-            rows = fired[fired["variant"] == v].sort_values("pretrain_seed")
-            why = "; ".join(f"seed {int(r.pretrain_seed)}: {_why(r)}" for r in rows.itertuples())
-            flags.append(Flag(v, "", f"collapse diagnostic fired ({why})"))
-    return collapsed, flags
+def _none_cosines(done: pd.DataFrame) -> tuple[dict[int, dict[str, float]], dict[str, float]]:
+    """none's cosines per pretraining seed, and their medians (for a seed without a none run)."""
+    ref = done[done["variant"] == NONE]
+    per_seed = {int(r.pretrain_seed): {c: _cos(r, c) for c, _ in COSINES} for r in ref.itertuples()}
+    median = {c: float(np.nanmedian(ref[c].astype(float))) if c in ref.columns and ref[c].notna().any()
+              else float("nan") for c, _ in COSINES}
+    return per_seed, median
+
+
+def _geometry(row, ref: dict[str, float]) -> str:
+    """Why this run's vectors are collapsed beyond none's ('' if they are not)."""
+    out = []
+    for column, name in COSINES:
+        cos, base = _cos(row, column), ref.get(column, float("nan"))
+        if not np.isfinite(cos):
+            continue
+        d, d_none = 1.0 - cos, 1.0 - base
+        near = d <= COLLAPSE_DISTANCE and (not np.isfinite(d_none) or d < d_none)
+        beyond = np.isfinite(d_none) and d_none > 0 and d <= COLLAPSE_VS_NONE * d_none
+        if near or beyond:
+            out.append(f"{name} cosine {cos:.4f}" + (f" vs none's {base:.4f}" if np.isfinite(base) else ""))
+    return " and ".join(out)
+
+
+def _label_task(predictions: pd.Series) -> bool:
+    """A task whose predictions are labels (not JSON tag lists or answers)."""
+    text = predictions.astype(str)
+    return not text.str.startswith(("[", '"')).any()
+
+
+def one_label_fine_tunings(predictions: pd.DataFrame, run_id: str) -> tuple[int, int]:
+    """(fine-tunings of label tasks predicting one label for >= COLLAPSE_MAJORITY_SHARE of examples, all of them)."""
+    sel = predictions[(predictions["run_id"] == run_id) & (predictions["mode"] == "finetune")]
+    stuck = total = 0
+    for _, grp in sel.groupby(["task", "finetune_seed"]):
+        if grp.empty or not _label_task(grp["prediction"]):
+            continue
+        total += 1
+        stuck += int(grp["prediction"].value_counts(normalize=True).iloc[0] >= COLLAPSE_MAJORITY_SHARE)
+    return stuck, total
+
+
+def collapse_flags(done: pd.DataFrame, predictions: pd.DataFrame,
+                   variants) -> tuple[set[str], list[Flag], list[str]]:
+    """Variants collapsed beyond none (module docstring), one flag each naming why, and messages."""
+    per_seed, median = _none_cosines(done)
+    reasons: dict[str, list[str]] = {}
+    for r in done[done["variant"] != NONE].sort_values("pretrain_seed").itertuples():
+        geometry = _geometry(r, per_seed.get(int(r.pretrain_seed), median))
+        if not geometry:
+            continue
+        stuck, total = one_label_fine_tunings(predictions, r.run_id)
+        if total and stuck * 2 < total:  # fine-tuning learned more than one label: not the pilot's collapse
+            continue
+        symptom = (f"fine-tuning predicts one label on {stuck}/{total} fine-tunings" if total
+                   else "no label predictions to check fine-tuning")
+        reasons.setdefault(r.variant, []).append(f"seed {int(r.pretrain_seed)}: {geometry}; {symptom}")
+    flags = [Flag(v, "", f"collapsed ({'; '.join(reasons[v])})") for v in variants if v in reasons]
+    raw = sorted(set(done.loc[done["collapsed"], "variant"]) - set(reasons))
+    messages = [f"the raw diagnostic runs.collapsed (token cosine > {TOKEN_COSINE_COLLAPSE} or [CLS] cosine > "
+                f"{CLS_COSINE_COLLAPSE}) fired for {', '.join(raw)} without a collapse flag: their cosines are not "
+                "beyond none's (a random-init encoder's exceed those thresholds at small scale) or their fine-tuning "
+                "learned more than one label (analysis.flags)"] if raw else []
+    return set(reasons), flags, messages
 
 
 def worse_than_none(vs_none: list[tuple[str, dict[str, float], Interval]]) -> tuple[set, list[Flag]]:

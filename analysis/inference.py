@@ -100,8 +100,9 @@ def mde(se, df, alpha: float = ALPHA, target: float = POWER, m: int = 1):
     two-sided test at ``alpha / m`` (Holm's first step in a family of ``m``)."""
     alpha = alpha / max(int(m), 1)
     se, df = np.broadcast_arrays(np.asarray(se, dtype=np.float64), np.asarray(df, dtype=np.float64))
-    lo, hi = np.zeros(se.shape), np.full(se.shape, 60.0)  # in units of se
-    for _ in range(50):
+    # in units of se; wide enough for Holm's first step in a large family at 2 df (m = 100: 57 se)
+    lo, hi = np.zeros(se.shape), np.full(se.shape, 1e4)
+    for _ in range(70):
         mid = (lo + hi) / 2
         short = power(mid, 1.0, df, alpha) < target
         lo, hi = np.where(short, mid, lo), np.where(short, hi, mid)

@@ -95,7 +95,7 @@ def forest_figure(c: Contributions):
             tick.set_fontweight("bold")
             tick.set_fontsize(8)
     ax.set_xlabel(f"difference in the headline metric, {c.level:.0%} interval\n"
-                  "(filled: resolved after Holm; open: inconclusive; x: no reliable interval)")
+                  "(filled: resolved after Holm over every cell; open: inconclusive; x: no reliable interval)")
     ax.set_title("Contrasts by task")
     fig.tight_layout()
     return fig

@@ -191,6 +191,26 @@ def _compute_section(c: Contributions) -> list[str]:
         ["task", "variant", "PFLOPs per run", "gain over none per PFLOP"], rows) + [""]
 
 
+def _power_section(c: Contributions) -> list[str]:
+    """The prospective figure: per task row, the median MDE at the Holm level now and with more seeds."""
+    ps = {t: [e.power for e in c.contrasts if e.task == t and e.power is not None and np.isfinite(e.power.mde)]
+          for t in c.tasks}
+    seeds = sorted({n for p in (x for v in ps.values() for x in v) for n, _ in p.mde_by_seeds})
+    if not seeds or not any(ps.values()):
+        return []
+    m = family_size(c)
+    rows = [[t, f"{np.median([p.mde for p in v]):.3f}"] + [
+        f"{np.median([dict(p.mde_by_seeds)[n] for p in v if n in dict(p.mde_by_seeds)]):.3f}" for n in seeds]
+        for t, v in ps.items() if v]
+    return ["## Power at the Holm level", "", f"The difference each design detects with power 80% at Holm's first "
+            f"step in this report's family (alpha 0.05/{m}, two-sided), median over the row's contrasts: this run "
+            f"({c.budget.pretrain_seeds if c.budget else '?'} seeds) and, prospectively, the same design with more "
+            "pretraining seeds (the seed part scaled as 1/P, its df at P-1). Plan with these; 'to resolve' in the "
+            "tables is post hoc (the observed difference taken as the truth, with the range its seed variance's "
+            "chi-square interval allows).", ""] + _md_table(["task", "MDE now"] + [f"{n} seeds" for n in seeds],
+                                                             rows) + [""]
+
+
 def _markdown(r: Report) -> list[str]:
     c = r.contributions
     out = [f"# Objective contributions: {r.export_dir}", ""] + [" ".join(headline(c)), ""]
@@ -210,7 +230,7 @@ def _markdown(r: Report) -> list[str]:
     if not c.tasks:
         return out + ["No completed measure runs with evaluations: nothing to estimate."]
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
-    out += _contrast_sections(c) + _decompositions(c) + _compute_section(c)
+    out += _contrast_sections(c) + _power_section(c) + _decompositions(c) + _compute_section(c)
     if c.flags:
         out += ["## Flags", ""] + [f"- {f.variant}{' on ' + f.task if f.task else ''}: {f.reason}"
                                    for f in c.flags] + [""]

@@ -3,12 +3,22 @@
 Ablation (one task). Variants full, mlm_only, mlm_pairs, nsp_only, sop_only, mlm_sop, none x P
 pretraining seeds x F fine-tuning seeds x N test examples; each answer is correct with probability
 
-    sigmoid(mu_v + s_p + a_vp + c_vpf + d_n + g_vn)
+    sigmoid(mu_v + s_p + a_vp + c_vpf + e_D + h_vD + d_n + g_vn)
 
 with a seed effect shared by all variants (s: same initial weights and data order), a variant-specific
 seed effect (a), fine-tuning noise (c), example difficulty (d) and a variant x example interaction
 (g); the noise scales are drawn per simulation so the checks cover seed- and example-dominated
-designs. The truth of a variant is its expected accuracy over seeds *and* examples,
+designs. D is the fine-tuning *draw* (training subset, head init, data order) that run (v, p, f)
+used: e_D is its effect on every variant, h_vD the variant x draw interaction, as large as the
+variant-seed effect (sd of a). Where the draw comes from is ``SimDesign.draws``:
+
+    nested       D = (p, f): derived from the pretraining seed and f (``trainables.finetune``'s design);
+                 every variant of seed p shares it, other seeds draw anew
+    crossed      D = f: one draw per fine-tuning seed for every run (the design before the nested one);
+                 the multibootstrap does not resample it, so its interaction is never counted
+    independent  no draw effect (e = h = 0): only independent fine-tuning noise c
+
+The truth of a variant is its expected accuracy over seeds, draws *and* examples,
 E[sigmoid(N(mu_v, total var))], by Gauss-Hermite quadrature; a null design gives every variant the
 same mu, so every contrast is truly 0. The contrasts are the ones ``analysis.contrasts`` derives.
 
@@ -40,6 +50,7 @@ _RAW = {"full": ((1, 1, 0), "nsp_pairs"), "mlm_only": ((1, 0, 0), "single"), "ml
 SIM_SPECS = {n: VariantSpec(n, tuple(float(x) for x in w), f, 0.15) for n, (w, f) in _RAW.items()}
 SIM_VARIANTS = tuple(SIM_SPECS)
 AVERAGE_WEIGHTS = (0.5, 0.25, 0.25)
+DRAWS = ("nested", "crossed", "independent")
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,11 @@ class SimDesign:
     examples: int = 300
     n_boot: int = 1000
     level: float = 0.95
+    draws: str = "nested"  # where the fine-tuning draw comes from: nested | crossed | independent (docstring)
+
+    def __post_init__(self):
+        if self.draws not in DRAWS:
+            raise ValueError(f"draws={self.draws!r} is not valid; allowed: {', '.join(DRAWS)}")
 
 
 class Noise(NamedTuple):
@@ -59,6 +75,8 @@ class Noise(NamedTuple):
     finetune: float  # c
     example: float  # d
     variant_example: float  # g
+    draw: float = 0.0  # e: the fine-tuning draw's effect on every variant
+    variant_draw: float = 0.0  # h: variant x draw
 
     @property
     def total(self) -> float:
@@ -78,9 +96,24 @@ def expected_accuracy(mu: np.ndarray, sd: float) -> np.ndarray:
     return (w / w.sum() * (1 / (1 + np.exp(-(mu[:, None] + sd * x[None, :]))))).sum(axis=1)
 
 
-def draw_noise(rng: np.random.Generator) -> Noise:
-    return Noise(rng.uniform(0.0, 0.5), rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.3), rng.uniform(0.5, 2.0),
-                 rng.uniform(0.0, 0.8))
+def draw_noise(rng: np.random.Generator, draws: str = "independent") -> Noise:
+    """Noise scales of one simulation; with a draw design, a draw effect and a variant x draw interaction
+    as large as the variant-seed effect (the part of the seed effect contrasts see)."""
+    noise = Noise(rng.uniform(0.0, 0.5), rng.uniform(0.05, 0.5), rng.uniform(0.0, 0.3), rng.uniform(0.5, 2.0),
+                  rng.uniform(0.0, 0.8))
+    if draws == "independent":
+        return noise
+    return noise._replace(draw=rng.uniform(0.0, 0.5), variant_draw=noise.variant_seed)
+
+
+def draw_effects(noise: Noise, v: int, p: int, f: int, draws: str, rng: np.random.Generator) -> np.ndarray:
+    """e_D + h_vD on the (V, P, F, 1) grid: one draw per (p, f) when nested, per f when crossed."""
+    if draws == "independent":
+        return np.zeros((v, p, f, 1))
+    cells = p if draws == "nested" else 1  # crossed: the same draw f for every pretraining seed
+    e = rng.normal(0, noise.draw, (1, cells, f, 1))
+    h = rng.normal(0, noise.variant_draw, (v, cells, f, 1))
+    return np.broadcast_to(e + h, (v, p, f, 1))
 
 
 def _answers(logit_seed: np.ndarray, mu: np.ndarray, noise: Noise, n: int, rng) -> Measurement:
@@ -97,9 +130,9 @@ def simulate_ablation(design: SimDesign, rng: np.random.Generator, null: bool = 
     """One simulated task: a Measurement and the true value of each ``sim_contrasts`` row."""
     v, p, f = len(SIM_VARIANTS), design.pretrain_seeds, design.finetune_seeds
     mu = np.full(v, rng.normal(0.6, 0.4)) if null else rng.normal(0.6, 0.4, size=v)
-    noise = draw_noise(rng)
+    noise = draw_noise(rng, design.draws)
     seed = (rng.normal(0, noise.seed, (1, p, 1, 1)) + rng.normal(0, noise.variant_seed, (v, p, 1, 1))
-            + rng.normal(0, noise.finetune, (v, p, f, 1)))
+            + rng.normal(0, noise.finetune, (v, p, f, 1)) + draw_effects(noise, v, p, f, design.draws, rng))
     m = _answers(seed, mu, noise, design.examples, rng)
     return m, sim_contrasts()[1] @ expected_accuracy(mu, noise.total)
 
@@ -107,11 +140,13 @@ def simulate_ablation(design: SimDesign, rng: np.random.Generator, null: bool = 
 def simulate_average(design: SimDesign, rng: np.random.Generator):
     """Three tasks sharing seeds (tasks 1, 2 one source): Measurements, weights, true contrast values."""
     v, p, f, n = len(SIM_VARIANTS), design.pretrain_seeds, design.finetune_seeds, design.examples
-    noise, shared = draw_noise(rng), rng.uniform(0.0, 1.0)  # share of the variant-seed effect common to tasks
+    noise = draw_noise(rng, design.draws)
+    shared = rng.uniform(0.0, 1.0)  # share of the variant-seed effect common to tasks
     base = rng.normal(0.6, 0.4, size=v)
     common = rng.normal(0, noise.seed, (1, p, 1, 1)) + rng.normal(0, noise.variant_seed * np.sqrt(shared), (v, p, 1, 1))
     own = [rng.normal(0, noise.variant_seed * np.sqrt(1 - shared), (v, p, 1, 1))
-           + rng.normal(0, noise.finetune, (v, p, f, 1)) for _ in range(2)]  # task 0; the source of tasks 1, 2
+           + rng.normal(0, noise.finetune, (v, p, f, 1)) + draw_effects(noise, v, p, f, design.draws, rng)
+           for _ in range(2)]  # task 0; the source of tasks 1, 2 (a draw is per task: its own subset)
     mus = [base + rng.normal(0, 0.3, v) for _ in range(2)]
     mus.append(mus[1] + rng.normal(0, 0.1, v))  # mismatched: near matched
     sizes, which = (n, max(n // 3, 2), 2 * n), (0, 1, 1)

@@ -2,6 +2,7 @@
 
     python -m analysis.validate --simulations 1000 --json                  # coverage, Holm, average row
     python -m analysis.validate --simulations 300 --pretrain-seeds 3
+    python -m analysis.validate --simulations 300 --finetune-seeds 1 --draws crossed   # the shared-draw design
     python -m analysis.validate --power --reps 200                         # predicted power vs detection
 
 Coverage: each simulation runs one task through ``analysis.bootstrap.multibootstrap`` (the function
@@ -9,7 +10,11 @@ the report uses) for the variant means and every contrast ``analysis.contrasts``
 three-task average (shared seeds, different effects and example counts, one source task counted
 once); coverage is the share of intervals holding the truth. Every other simulation is a null design
 (all contrasts truly 0): the family-wise error rate is the share of null families with any Holm-
-adjusted p < 0.05 (and, for reference, with any raw p < 0.05).
+adjusted p < 0.05 (and, for reference, with any raw p < 0.05). ``--draws`` sets where the fine-tuning
+draw (subset, head init, data order) comes from, with a variant x draw interaction as large as the
+variant-seed effect: ``nested`` (default; the design ``trainables.finetune`` runs: derived from the
+pretraining seed and f), ``crossed`` (one draw per f for every run, the earlier design: it undercovers,
+because the bootstrap never resamples the draw) or ``independent`` (no draw effect).
 
 Power: designs with a known difference (two variants, seed spread sd_seed) at P pretraining seeds;
 the predicted power (``analysis.inference.power`` on the design's true variance) against the share
@@ -29,7 +34,7 @@ import numpy as np
 
 from analysis.bootstrap import multibootstrap
 from analysis.inference import design_se, holm, power
-from analysis.simulate import (SimDesign, simulate_ablation, simulate_average, simulate_pair, sim_contrasts,
+from analysis.simulate import (DRAWS, SimDesign, simulate_ablation, simulate_average, simulate_pair, sim_contrasts,
                                true_pair_variance)
 
 N_MEANS = 2  # the first rows of sim_contrasts are means, not contrasts (not tested against 0)
@@ -162,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=SimDesign.examples)
     ap.add_argument("--boot", type=int, default=SimDesign.n_boot)
     ap.add_argument("--level", type=float, default=SimDesign.level)
+    ap.add_argument("--draws", choices=DRAWS, default=SimDesign.draws,
+                    help="fine-tuning draws: nested in pretraining seeds (the design that runs), crossed (shared "
+                         "by every run, not resampled) or independent (no draw effect)")
     ap.add_argument("--power", action="store_true", help="check predicted power against detection rates")
     ap.add_argument("--reps", type=int, default=200, help="simulated runs per power design")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -174,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"points": [asdict(p) for p in points], "seconds": seconds}, indent=2) if args.json
               else power_text(points) + f"\n{seconds:.1f} s")
         return 0
-    design = SimDesign(args.pretrain_seeds, args.finetune_seeds, args.examples, args.boot, args.level)
+    design = SimDesign(args.pretrain_seeds, args.finetune_seeds, args.examples, args.boot, args.level, args.draws)
     result = run_coverage(args.simulations, design, rng)
     print(json.dumps(asdict(result), indent=2) if args.json else coverage_text(result, design.level))
     return 0

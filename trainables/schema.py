@@ -25,9 +25,14 @@ META_CODE = b"bert_objectives.code_version"
 META_TABLE = b"bert_objectives.table"
 TABLES = ("runs", "evals", "predictions")
 PHASES = ("search", "measure")
-# runs.collapsed: the representation-collapse diagnostic fired (trainables.intrinsic measures, analysis names why)
+# runs.collapsed: the raw representation-collapse diagnostic (trainables.intrinsic sets it on these absolute
+# thresholds). At small scale a random-init encoder exceeds them too, so the report's collapse flag is decided
+# in analysis.flags relative to none's runs of the same export, with the thresholds below.
 COLLAPSE_TOKEN_COSINE = 0.95  # mean pairwise cosine of held-out token vectors above this: near-identical
 COLLAPSE_CLS_COSINE = 0.99  # of [CLS] vectors above this: they carry almost nothing of their input
+COLLAPSE_DISTANCE = 1e-3  # analysis: a cosine within this of 1 (and closer to 1 than none's) is collapsed geometry
+COLLAPSE_VS_NONE = 0.1  # analysis: or a distance from 1 at most this share of none's (same pretraining seed)
+COLLAPSE_MAJORITY_SHARE = 0.95  # analysis: the symptom, fine-tuning predicting one label for this share of examples
 STATUSES = ("completed", "stopped_early", "failed")
 
 
@@ -76,8 +81,12 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("train_flops", pa.float64(), "training FLOPs spent (trainables.flops: matmuls, forward + backward)", False),
     Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
     # intrinsic metric columns go here (metric_column), one per metric the objectives and diagnostics report
-    Column("collapsed", pa.bool_(), f"the collapse diagnostic fired: token cosine > {COLLAPSE_TOKEN_COSINE} or "
-           f"[CLS] cosine > {COLLAPSE_CLS_COSINE} (vectors near-identical)"),
+    Column("collapsed", pa.bool_(), f"the raw collapse diagnostic fired: token cosine > {COLLAPSE_TOKEN_COSINE} or "
+           f"[CLS] cosine > {COLLAPSE_CLS_COSINE} (absolute thresholds; a random-init encoder exceeds them at small "
+           f"scale). Not the report's flag: analysis.flags flags a variant collapsed when a cosine is within "
+           f"{COLLAPSE_DISTANCE:g} of 1 and closer to 1 than none's of the same seed (or at most {COLLAPSE_VS_NONE:g} "
+           f"of none's distance from 1) and its fine-tuning predicts one label for >= {COLLAPSE_MAJORITY_SHARE:.0%} "
+           f"of test examples on half its label tasks or more"),
     Column("probe_score", pa.float64(), "mean linear-probe dev score of the probe tasks (search trials)"),
     Column("checkpoint", pa.string(), "where the final checkpoint is (local path or s3:// / gs:// URI)", False),
     Column("config_json", pa.string(), "the run's whole configuration as JSON", False),

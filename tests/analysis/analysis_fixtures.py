@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trainables.schema import COLLAPSE_CLS_COSINE, COLLAPSE_TOKEN_COSINE
+
 OBJECTIVES = ("mlm", "nsp", "sop", "rtd")
 # name -> (objectives on, input format), as the trainables side records them (schema 2)
 VARIANTS = {"full": ({"mlm": 1, "nsp": 1}, "nsp_pairs"), "mlm_only": ({"mlm": 1}, "single"),
@@ -33,14 +35,21 @@ def _run_row(run_id, variant, seed, phase="measure", status="completed", collaps
                 collapsed=collapsed, probe_score=probe_score, checkpoint="", config_json="{}")
 
 
-def _task_rows(run_id, task, fs, acc, n_examples, source=""):
-    k = int(round(acc * n_examples))
+def _task_rows(run_id, task, fs, acc, n_examples, source="", dev=None, constant=False):
+    """Eval rows and predictions of one fine-tuning; ``dev``: the dev accuracy (None: no dev column values);
+    ``constant``: every prediction is 'a' (fine-tuning stuck at one class: accuracy 0.5)."""
+    k = n_examples // 2 if constant else int(round(acc * n_examples))
+    dev_value = float("nan") if dev is None else round(dev * n_examples) / n_examples
+    common = dict(n_examples=n_examples, wall_time_s=1.0, source_task=source or task, positive_label="", lr=1e-4,
+                  selected=True)
     ev = [dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", metric="accuracy", value=k / n_examples,
-               is_primary=True, n_examples=n_examples, wall_time_s=1.0, source_task=source or task, positive_label=""),
+               is_primary=True, dev_value=dev_value, **common),
           dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", metric="macro_f1", value=0.0,
-               is_primary=False, n_examples=n_examples, wall_time_s=1.0, source_task=source or task, positive_label="")]
+               is_primary=False, dev_value=float("nan"), **common)]
     gold = np.array(["a", "b"] * (n_examples // 2))
     pred = np.where(np.arange(n_examples) < k, gold, np.where(gold == "a", "b", "a"))
+    if constant:
+        pred = np.full(n_examples, "a")
     preds = [dict(run_id=run_id, task=task, finetune_seed=fs, mode="finetune", example_id=f"{task}-{j}",
                   prediction=str(p), gold=str(g)) for j, (p, g) in enumerate(zip(pred, gold))]
     return ev, preds
@@ -49,7 +58,8 @@ def _task_rows(run_id, task, fs, acc, n_examples, source=""):
 def write_export(root: Path, means: dict[str, float], tasks=("sst", "topic"), seeds=(0, 1, 2),
                  finetune_seeds=(0, 1), n_examples=200, jitter=(-0.03, 0.0, 0.03), collapsed=(),
                  extra_runs=(), search=None, with_predictions=True, task_means=None, sources=None,
-                 objectives=OBJECTIVES, legacy_format=False, variants=None, variant_jitter=None) -> Path:
+                 objectives=OBJECTIVES, legacy_format=False, variants=None, variant_jitter=None, with_dev=True,
+                 dev_means=None, cosines=None, majority=()) -> Path:
     """An export where variant v scores exactly ``means[v]`` (accuracy) on every task, averaged over seeds.
 
     Pretraining seed i shifts the accuracy by ``jitter[i]`` (symmetric, so the mean is exact); each
@@ -60,6 +70,13 @@ def write_export(root: Path, means: dict[str, float], tasks=("sst", "topic"), se
     probe_score, status, steps) trials. ``legacy_format``: input_format 'pair' as schema 1 wrote it.
     ``variants``: {name: (objectives on, input format)} beyond ``VARIANTS``; ``variant_jitter``:
     {variant: per-seed shifts} in place of ``jitter`` (a variant-specific seed effect).
+
+    Dev: each primary eval row's ``dev_value`` is its test accuracy (``with_dev=False``: NaN, as exports
+    before dev selection), or ``dev_means`` {task: {variant: mean}} plus the same seed shift.
+    Collapse: ``collapsed`` variants are the pilot's collapse (token and [CLS] cosine 1.000, fine-tuning
+    predicting one class, so accuracy 0.5, runs.collapsed true); ``cosines`` {variant: (token, cls)}
+    sets cosines with runs.collapsed as trainables.intrinsic sets it (absolute thresholds); ``majority``
+    variants predict one class without collapsed cosines. Otherwise cosines are 0.5.
     """
     root.mkdir(parents=True, exist_ok=True)
     runs, evals, preds = [], [], []
@@ -67,13 +84,17 @@ def write_export(root: Path, means: dict[str, float], tasks=("sst", "topic"), se
     for variant, mean in means.items():
         for i, seed in enumerate(seeds):
             run_id = f"{variant}-s{seed}"
-            runs.append(_run_row(run_id, variant, seed, collapsed=variant in collapsed,
-                                 cosines=(0.97, 0.5) if variant in collapsed else (0.5, 0.5), **kw))
+            cos = (1.0, 1.0) if variant in collapsed else (cosines or {}).get(variant, (0.5, 0.5))
+            raw = bool(cos[0] > COLLAPSE_TOKEN_COSINE or cos[1] > COLLAPSE_CLS_COSINE)
+            runs.append(_run_row(run_id, variant, seed, collapsed=raw, cosines=cos, **kw))
             for task in tasks:
                 shift = (variant_jitter or {}).get(variant, jitter)
                 acc = (task_means or {}).get(task, {}).get(variant, mean) + shift[i % len(shift)]
+                stuck = variant in collapsed or variant in majority
+                dev = ((dev_means or {}).get(task, {}).get(variant, mean) + shift[i % len(shift)] if dev_means
+                       else 0.5 if stuck else acc) if with_dev else None
                 for fs in finetune_seeds:
-                    ev, pr = _task_rows(run_id, task, fs, acc, n_examples, (sources or {}).get(task, ""))
+                    ev, pr = _task_rows(run_id, task, fs, acc, n_examples, (sources or {}).get(task, ""), dev, stuck)
                     evals += ev
                     preds += pr
     for j, (variant, seed, status) in enumerate(extra_runs):

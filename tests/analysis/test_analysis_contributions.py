@@ -107,12 +107,14 @@ def test_schema_1_pair_format_is_read_as_nsp_or_sop_pairs(tmp_path):
 
 
 def test_collapse_is_flagged_with_its_reason_and_worse_than_none_needs_an_interval_below_zero(tmp_path):
-    # the pilot's pattern: nsp_only collapsed; full beats nsp_only only because nsp_only is damaged
-    means = {"full": 0.70, "mlm_only": 0.73, "mlm_pairs": 0.72, "nsp_only": 0.55, "none": 0.74}
+    # the pilot's pattern: nsp_only collapsed (cosines 1.000, fine-tuning at one class: accuracy 0.5);
+    # full beats nsp_only only because nsp_only is damaged
+    means = {"full": 0.70, "mlm_only": 0.73, "mlm_pairs": 0.72, "nsp_only": 0.5, "none": 0.74}
     c = _estimate(write_export(tmp_path / "e", means, collapsed=("nsp_only",), n_examples=400,
                                variant_jitter={"mlm_only": (0.03, -0.03, 0.0)}))
     collapse = next(f for f in c.flags if f.variant == "nsp_only" and f.task == "")
-    assert "token cosine 0.970 > 0.95" in collapse.reason and "seed 0" in collapse.reason
+    assert "[CLS] cosine 1.0000 vs none's 0.5000" in collapse.reason and "seed 0" in collapse.reason
+    assert "fine-tuning predicts one label on 4/4" in collapse.reason
     worse = {f.variant for f in c.flags if f.task == "sst"}
     assert worse == {"full", "mlm_pairs", "nsp_only"}  # mlm_only is 0.01 below none, but its interval includes 0
     mlm = _contrast(c, "sst", "MLM contribution (full - nsp_only)")
@@ -170,3 +172,23 @@ def test_schema_violation_is_one_line(tmp_path):
     pd.read_parquet(root / "runs.parquet").drop(columns=["collapsed"]).to_parquet(root / "runs.parquet")
     with pytest.raises(ExportError, match=r"runs.parquet lacks columns \['collapsed'\]"):
         load_export(root)
+
+
+def test_whether_a_task_was_learned_is_decided_on_dev_not_test(tmp_path):
+    at_chance = {v: 0.5 for v in SEED_MEANS}
+    # test above chance, dev at chance: not learned (the test scores must not decide which tasks count)
+    c = _estimate(write_export(tmp_path / "a", SEED_MEANS, tasks=("sst", "topic", "ner"),
+                               dev_means={"sst": SEED_MEANS, "topic": SEED_MEANS, "ner": at_chance}))
+    assert c.not_learned == ("ner",) and not any(e.task == "ner" for e in c.contrasts)
+    assert any("'ner' was not learned at this budget" in m and "on dev" in m for m in c.messages)
+    # test at chance, dev above: learned, its contrasts computed
+    c = _estimate(write_export(tmp_path / "b", SEED_MEANS, tasks=("sst", "topic", "ner"),
+                               task_means={"ner": at_chance}, dev_means={"sst": SEED_MEANS, "topic": SEED_MEANS,
+                                                                       "ner": SEED_MEANS}))
+    assert c.not_learned == () and any(e.task == "ner" for e in c.contrasts)
+
+
+def test_an_export_without_dev_values_decides_on_test_and_says_so(tmp_path):
+    c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "ner"), with_dev=False,
+                               task_means={"ner": {v: 0.5 for v in SEED_MEANS}}))
+    assert c.not_learned == ("ner",) and any("no dev values" in m for m in c.messages)

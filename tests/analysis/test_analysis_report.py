@@ -23,7 +23,8 @@ def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     csv = pd.read_csv(out / "contributions.csv")
     row = csv[(csv.task == "sst") & (csv.name == "MLM contribution (full - nsp_only)")].iloc[0]
     assert abs(row.estimate - 0.2) < 1e-9 and row.lo > 0 and row.verdict.startswith("positive (Holm p=")
-    assert row.p_holm >= row.p_value and row.mde > 0
+    assert row.p_holm >= row.p_value and row.mde > 0 and row.family_m == 33
+    assert "## Power at the Holm level" in md and "| 20 seeds |" in md and "alpha 0.05/33" in md
     for png in ("contributions.png", "contributions_forest.png", "search_response.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
@@ -38,13 +39,13 @@ def test_words_only_when_the_holm_adjusted_p_is_below_005():
 
 
 def test_worse_than_none_is_said_and_a_contrast_against_a_collapsed_variant_not_credited(tmp_path):
-    means = {"full": 0.70, "mlm_only": 0.72, "mlm_pairs": 0.71, "nsp_only": 0.55, "none": 0.74}
+    means = {"full": 0.70, "mlm_only": 0.72, "mlm_pairs": 0.71, "nsp_only": 0.5, "none": 0.74}  # collapsed: 0.5
     r = build_report(write_export(tmp_path / "e", means, collapsed=("nsp_only",), n_examples=400,
                                   jitter=(-0.005, 0, 0.005)), n_boot=100)
     md = r.to_markdown()
-    assert "nsp_only on sst: worse than none: nsp_only - none -0.190" in md
-    assert "| nsp_only - none | sst | -0.190 [" in md and "negative (Holm p=" in md
-    assert "not credited to MLM" in md and "collapse diagnostic fired (seed 0: token cosine 0.970 > 0.95" in md
+    assert "nsp_only on sst: worse than none: nsp_only - none -0.240" in md
+    assert "| nsp_only - none | sst | -0.240 [" in md and "negative (Holm p=" in md
+    assert "not credited to MLM" in md and "nsp_only: collapsed (seed 0: token cosine 1.0000 vs none's 0.5000" in md
     table = format_table(r)
     cells = [ln for ln in table.splitlines() if ln.startswith("MLM contribution (full - nsp_only)")]
     assert cells and "!" in cells[0] and "nsp_only!" not in table  # flags mark cells, not names

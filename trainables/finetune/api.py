@@ -2,9 +2,12 @@
 
 Protocol: one recipe (``cfg.finetune``) for every variant, ``none`` included; AdamW with linear warmup
 and decay; dynamic padding with length bucketing; the training subset (``max_train_examples``) is drawn
-with the fine-tuning seed, the evaluation subset (``max_eval_examples``) with a fixed seed so every run
+with the fine-tuning draw, the evaluation subset (``max_eval_examples``) with a fixed seed so every run
 scores the same examples. No model selection: the final model is evaluated on dev (reported through
-``report``) and on test (the records), so nothing is ever chosen on test.
+``report``) and on test (the records), so nothing is ever chosen on test. The training subset, head
+init and data order of fine-tuning seed f come from ``heads.finetune_draw(f, pretraining seed)``: the
+same for every variant of one pretraining seed, drawn anew per pretraining seed (nested, so the
+multibootstrap's resampling of pretraining seeds covers them; ``analysis.bootstrap``).
 """
 
 from __future__ import annotations
@@ -130,9 +133,10 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
                  run_id: str, lr: float, writer=None) -> tuple[FinetuneResult, dict[str, float]]:
     t0 = time.perf_counter()
     ft, spec, tok = replace(cfg.finetune, lr=lr), data.spec, ck.tokenizer
-    rng = np.random.default_rng(seed)  # the same training subset and order at every rate
+    draw = ck.draw(seed)  # nested in the pretraining seed (heads.finetune_draw); records keep the seed itself
+    rng = np.random.default_rng(draw)  # the same training subset and order at every rate
     train_rows = subsample(data["train"], ft.max_train_examples, rng)
-    model = build_head_model(ck.path, spec, seed, ft.dropout, ft.head).to(device)
+    model = build_head_model(ck.path, spec, draw, ft.dropout, ft.head).to(device)
 
     def evaluate(split: str):
         rows = subsample(data[split], ft.max_eval_examples, None)

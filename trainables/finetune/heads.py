@@ -1,7 +1,8 @@
 """The checkpoint being fine-tuned, and the task heads and frozen encoder loaded from it.
 
 Heads are the stock ``transformers`` classes the task type names, loaded with ``from_pretrained`` (the
-pretraining heads are dropped; the new head is initialised from the fine-tuning seed). Sequence
+pretraining heads are dropped; the new head is initialised from the fine-tuning draw, ``finetune_draw``:
+derived from the pretraining seed and the fine-tuning seed, so draws are nested in pretraining seeds). Sequence
 classification reads the pooler, which NSP trains and the other variants leave at its random init;
 ``finetune.head=cls`` draws it afresh (``fresh_pooler``) so a contrast is not "the loss + a trained pooler".
 """
@@ -9,10 +10,12 @@ classification reads the pooler, which NSP trains and the other variants leave a
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from trainables.task_types import TaskError, get_task_type
@@ -72,13 +75,35 @@ def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float
         return model
 
 
+def finetune_draw(finetune_seed: int, pretrain_seed: int | None) -> int:
+    """The seed of fine-tuning draw f of a run: its training subset, head init and data order.
+
+    Nested in the pretraining seed: every variant of pretraining seed p draws the same (the comparison
+    stays paired within p), each p draws anew, so the variant x draw interaction is resampled with the
+    pretraining seeds by the multibootstrap (``analysis.bootstrap``) instead of being one fixed draw
+    shared by every run that the intervals never see. A checkpoint without a pretraining seed (not ours:
+    no run.json) draws from f alone, as before."""
+    if pretrain_seed is None:
+        return int(finetune_seed)
+    return int(np.random.SeedSequence([int(pretrain_seed), int(finetune_seed)]).generate_state(1)[0] >> 1)
+
+
+def pretrain_seed_of(path: Path) -> int | None:
+    """``run.seed`` from the checkpoint's run.json (written by every pretraining run, ``none`` included)."""
+    try:
+        return int(json.loads((path / "run.json").read_text())["config"]["run"]["seed"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint directory: its path and tokenizer; heads are built per task and seed."""
+    """A loaded checkpoint directory: its path, tokenizer and pretraining seed; heads are built per task and seed."""
 
     path: Path
     tokenizer: Any
     max_position: int
+    pretrain_seed: int | None = None  # None: not one of ours (no run.json)
 
     @classmethod
     def load(cls, path: str | Path) -> "Checkpoint":
@@ -88,7 +113,11 @@ class Checkpoint:
         if not (path / "config.json").exists():
             raise TaskError(f"checkpoint {path} has no config.json; expected a Hugging Face checkpoint directory")
         config = AutoConfig.from_pretrained(str(path))
-        return cls(path, AutoTokenizer.from_pretrained(str(path)), config.max_position_embeddings)
+        return cls(path, AutoTokenizer.from_pretrained(str(path)), config.max_position_embeddings,
+                   pretrain_seed_of(path))
+
+    def draw(self, finetune_seed: int) -> int:
+        return finetune_draw(finetune_seed, self.pretrain_seed)
 
 
 def load_encoder(ck: Checkpoint, device: torch.device):

@@ -63,7 +63,8 @@ def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experimen
     if task_type.probe is None:
         raise TaskError(f"the linear probe does not support {spec.type} task {spec.name!r}; probe a task of type "
                         + ", ".join(n for n, t in _probed_types().items()))
-    train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(seed))
+    draw = ck.draw(seed)  # nested in the pretraining seed, as fine-tuning's draw (heads.finetune_draw)
+    train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(draw))
     eval_rows = subsample(data[split], ft.max_eval_examples, None)
     feats = {}
     for name, rows in (("train", train_rows), ("eval", eval_rows)):
@@ -71,7 +72,7 @@ def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experimen
         feats[name] = probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id,
                                      cfg.run.precision)
     x_train, y_train = task_type.probe.xy(train_rows, feats["train"])
-    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=seed))
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=draw))
     if len(set(y_train)) < 2:
         raise TaskError(f"task {spec.name!r}: the probe's train subset has a single class {y_train[:1]}")
     clf.fit(x_train, y_train)
