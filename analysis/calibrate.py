@@ -1,7 +1,9 @@
 """A/A calibration: the report's intervals and calls on the pipeline's own noise, where every truth is 0.
 
-    python -m analysis.calibrate --preset smoke --tasks topic,sentiment --replicates 40 --seeds 3 --pool 12 \\
-        --set finetune.max_train_examples=600 --set finetune.epochs=3 --set finetune.lr=1e-3 --out runs/calibrate
+    python -m analysis.calibrate --preset cpu-small --replicates 40 --seeds 3 --pool 12 --workers 2 \\
+        --out runs/calibrate-cpu                      # fine-tuning on the preset's tasks (sentiment,topic,hedge,pos)
+    python -m analysis.calibrate --preset smoke --mode probe --tasks sentiment,topic,hedge,headline_match \\
+        --replicates 40 --seeds 3 --pool 24 --workers 2 --out runs/calibrate   # minutes; smoke fine-tuning learns nothing
     python -m analysis.calibrate ... --json              # one JSON object instead of the table
     python -m analysis.calibrate --simulate --replicates 200 --pool 30   # statistics only, a simulated pool
 
@@ -21,9 +23,10 @@ that came out as BERT's own), so B - A is computed by its normal code and its tr
 Reported per task row (and the average row): the replicates where the contrast was computed (a task
 not learned on dev in a replicate has none, as in the report), the share whose interval excludes 0
 (target <= 1 - level) with its 95% Clopper-Pearson interval, the coverage of 0 and the mean width;
-then "any task (Holm across the row)": the share of replicates where any cell is *called* by the
-report's rule (``analysis.inference.called`` on the Holm-adjusted p of the report's family), and for
-reference the share where any raw interval excludes 0.
+the mean p (uniform under the null: 0.5; above it the test is conservative) and, for reference, the
+share of the plain percentile intervals excluding 0; then "any task (Holm across the row)": the share
+of replicates where any cell is *called* by the report's rule (``analysis.inference.called`` on the
+Holm-adjusted p of the report's family), and the share where any interval excludes 0 unadjusted.
 
 Dependence. With ``--pool`` >= 2 P R every replicate gets its own runs and the replicates are
 independent. With a smaller pool they share runs: the false-positive share is still an unbiased
@@ -106,10 +109,16 @@ class Cell:
     p_value: float
     p_adjusted: float
     called: bool  # the report's rule: reliable, excludes 0, Holm-adjusted p < alpha
+    raw_lo: float = float("nan")  # the plain percentile interval, for reference (analysis.bootstrap)
+    raw_hi: float = float("nan")
 
     @property
     def excludes_zero(self) -> bool:
         return bool(self.lo > 0 or self.hi < 0)
+
+    @property
+    def raw_excludes_zero(self) -> bool:
+        return bool(self.raw_lo > 0 or self.raw_hi < 0)
 
 
 def aa_cells(export: Export, rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95,
@@ -123,7 +132,7 @@ def aa_cells(export: Export, rng: np.random.Generator, n_boot: int = 1000, level
             continue
         iv = est.interval
         out.append(Cell(est.task, iv.estimate, iv.lo, iv.hi, iv.p_value, est.p_adjusted,
-                        called(iv, est.p_adjusted, alpha)))
+                        called(iv, est.p_adjusted, alpha), iv.raw_lo, iv.raw_hi))
     return out, contrib.tasks
 
 
@@ -148,13 +157,15 @@ class RowSummary:
     coverage: float  # of 0
     mean_width: float
     not_computed: int  # replicates where the row was not learned on dev (no contrast, as in the report)
+    mean_p: float = float("nan")  # under the null p is uniform: 0.5; above it, conservative
+    raw_share: float = float("nan")  # share of plain percentile intervals excluding 0, for reference
 
 
 @dataclass(frozen=True)
 class Calibration:
     rows: list[RowSummary]
     family: RowSummary  # 'any task (Holm across the row)': false_positives = replicates with any call
-    any_raw: float  # share of replicates where any raw interval excludes 0 (no multiplicity adjustment)
+    any_raw: float  # share of replicates where any interval excludes 0 (no multiplicity adjustment)
     replicates: int
     independent: bool
     design: dict = field(default_factory=dict)
@@ -169,10 +180,11 @@ def summarise(replicates: list[tuple[list[Cell], tuple[str, ...]]], level: float
     for label in labels:
         cells = [c for cells, _ in replicates for c in cells if c.row == label]
         k, n = sum(c.excludes_zero for c in cells), len(cells)
+        mean = lambda xs: float(np.mean(xs)) if n else float("nan")  # noqa: E731
         out.append(RowSummary(label, n, k, k / n if n else float("nan"), clopper_pearson(k, n, level),
-                              1 - k / n if n else float("nan"),
-                              float(np.mean([c.hi - c.lo for c in cells])) if n else float("nan"),
-                              sum(label in rows for _, rows in replicates) - n))
+                              1 - k / n if n else float("nan"), mean([c.hi - c.lo for c in cells]),
+                              sum(label in rows for _, rows in replicates) - n, mean([c.p_value for c in cells]),
+                              mean([c.raw_excludes_zero for c in cells])))
     n = len(replicates)
     k = sum(any(c.called for c in cells) for cells, _ in replicates)
     family = RowSummary("any task (Holm across the row)", n, k, k / n if n else float("nan"),
@@ -347,16 +359,17 @@ def _pct(x: float) -> str:
 
 def calibration_table(c: Calibration, level: float = 0.95) -> str:
     """The Markdown table: one line per row, then the family line, then the caveat."""
-    lines = ["| row | replicates | false positives | share [95% CI] | coverage of 0 | mean width | not learned |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| row | replicates | false positives | share [95% CI] | coverage of 0 | mean width | mean p "
+             "| plain percentile share | not learned |", "|---|---|---|---|---|---|---|---|---|"]
+    num = lambda x: "" if not np.isfinite(x) else f"{x:.3f}"  # noqa: E731
     for s in c.rows + [c.family]:
         lo, hi = s.share_ci
-        width = "" if not np.isfinite(s.mean_width) else f"{s.mean_width:.4f}"
         lines.append(f"| {s.row} | {s.replicates} | {s.false_positives} | {_pct(s.share)} [{_pct(lo)}, {_pct(hi)}] "
-                     f"| {_pct(s.coverage)} | {width} | {s.not_computed} |")
+                     f"| {_pct(s.coverage)} | {num(s.mean_width)} | {num(s.mean_p)} | "
+                     f"{_pct(s.raw_share) if np.isfinite(s.raw_share) else ''} | {s.not_computed} |")
     target = 1 - level
     lines += ["", f"Target: share <= {target:.0%} per row (interval level {level:.2f}); family-wise error <= "
-                  f"{ALPHA:.0%}. Any raw interval excluding 0 (no Holm): {_pct(c.any_raw)} of {c.replicates} "
+                  f"{ALPHA:.0%}. Any interval excluding 0 (no Holm): {_pct(c.any_raw)} of {c.replicates} "
                   f"replicates. The family line counts replicates where any cell was called (the report's rule); "
                   f"'not learned' there counts replicates with no computed cell.", "", f"Note: {c.caveat}."]
     return "\n".join(lines)

@@ -42,20 +42,41 @@ def run_row(result, phase: str) -> dict[str, Any]:
         status, reason = "stopped_early", f"ASHA stopped it at step {int(m.get('step', 0))} (probe_score below the rung cutoff)"
     nan = float("nan")
     o = cfg.objective
+    steps = int(m.get("step", 0) or 0)
+    checkpoint = _checkpoint_of(result) if status == "completed" else ""
     return {
         "run_id": config.get("run_id") or f"search-{m.get('trial_id', result.path.rsplit('/', 1)[-1])}",
         "phase": phase, "variant": config.get("variant", o.variant),
         **{f"{n}_weight": w for n, w in o.weights.items()}, "mask_ratio": o.mask_ratio, "masking": o.masking,
         "input_format": o.input_format, "pretrain_seed": cfg.run.seed, "data_order": cfg.data.data_order,
         "data_seed": data_seed(cfg), "status": status, "stop_reason": reason,
-        "steps": int(m.get("step", 0) or 0), "tokens_seen": int(m.get("tokens_seen", 0) or 0),
+        "steps": steps, "tokens_seen": int(m.get("tokens_seen", 0) or 0),
+        # what each input format saw per step (trainables.budget.step_counts): single has a token fewer per row
+        "tokens_per_step": int(m.get("tokens_seen", 0) or 0) / steps if steps else nan,
+        "masked_per_step": float(_run_record(checkpoint).get("masked_per_step", nan)),
         "epochs": float(m.get("epoch", nan)), "budget": cfg.optim.budget, "train_flops": float(m.get("train_flops", nan)),
         "wall_time_s": float(m.get("wall_time_s", m.get("time_total_s", nan))),
         **{name: float(m.get(f"eval/{name}", nan)) for name, _ in metric_columns() if name != "collapsed"},
         "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
-        "checkpoint": _checkpoint_of(result) if status == "completed" else "",
+        "checkpoint": checkpoint,
         "config_json": cfg.to_json(),
     }
+
+
+def _run_record(checkpoint: str) -> dict:
+    """The run.json beside a completed run's checkpoint (local path or URI), or {} when there is none."""
+    import json
+
+    import pyarrow.fs as pafs
+
+    if not checkpoint:
+        return {}
+    try:
+        fs, base = pafs.FileSystem.from_uri(checkpoint) if "://" in checkpoint else (pafs.LocalFileSystem(), checkpoint)
+        with fs.open_input_stream(f"{base.rstrip('/')}/run.json") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):  # no run.json (an older trial) or unreadable: the column is NaN
+        return {}
 
 
 def _checkpoint_of(result) -> str:

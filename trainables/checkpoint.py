@@ -120,7 +120,9 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
 
     ``model`` is a ``PretrainModel``: its encoder and heads are the checkpoint; an objective with a
     ``save`` hook writes its own modules beside it (ELECTRA's generator). ``record`` adds fields to
-    run.json (data fingerprints, corpus size, parameters)."""
+    run.json (data fingerprints, corpus size, parameters; ``masked_per_step`` from ``budget.step_counts``).
+    ``tokens_per_step`` is the run's real tokens per step: input formats differ in it (``single`` has one
+    special token fewer per row), so a comparison across formats can state what each saw."""
     model.bert.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     for o in model.objectives:
@@ -131,6 +133,7 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
            "tokens_seen": result.tokens_seen, "epochs": result.epochs, "wall_time_s": result.wall_time_s,
            "tokens_per_s": result.tokens_seen / result.wall_time_s if result.wall_time_s else 0.0,
            "train_flops": result.train_flops,
+           "tokens_per_step": result.tokens_seen / result.steps if result.steps else 0.0,
            "intrinsic": dict(result.metrics), **record}
     tmp = out / "run.json.tmp"
     tmp.write_text(json.dumps(run, indent=2, sort_keys=True))

@@ -186,6 +186,8 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     data = build_pretraining_data(cfg)
     check_epochs(cfg, data.corpus.train_tokens)  # a bert-* preset on the built-in corpus is refused, not run
     budget = plan_budget(cfg, data.steps, data.sp.vocab_size) if cfg.objective.variant != "none" else Budget("steps", 0, 0)
+    # Phase 2 at the same share of this variant's planned steps as full's (max_steps - phase2_steps at a steps budget)
+    data.steps.phase2_from = budget.phase2_from
     model = pretrain_model(cfg, initial_model(cfg, data)).to(dev)
     opt, sched = build_optimizer(model, cfg, budget.planned_steps)
     # Dropout and ELECTRA's samples draw from torch's generator: one stream per rank (rank 0's is the one-worker

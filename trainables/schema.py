@@ -75,6 +75,12 @@ RUN_COLUMNS: tuple[Column, ...] = (
            False),
     Column("steps", pa.int64(), "optimizer steps trained", False),
     Column("tokens_seen", pa.int64(), "real (non-padding) tokens trained on", False),
+    Column("tokens_per_step", pa.float64(), "real tokens per optimizer step on average (tokens_seen / steps): "
+           "single rows ([CLS] A B [SEP]) hold one token fewer than pair rows of the same chunk, and never reach "
+           "the last position (seq_len - 1)", False),
+    Column("masked_per_step", pa.float64(), "masked (MLM / generator) positions per optimizer step on average: the "
+           "same per row in every input format for the same chunk (0 without masking; NaN where not recorded)",
+           False),
     Column("epochs", pa.float64(), "passes over the pretraining corpus", False),
     Column("budget", pa.string(), "what the run could spend (optim.budget): steps | tokens | flops (then every "
            "variant spent what full spends in optim.max_steps)", False),

@@ -76,6 +76,9 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
         elif fmt == "sop_pairs" and c["sop"] == 1:
             a, b = b, a
         segments.append((a, b))
+    # single has no middle [SEP]: a row is one token shorter than the pair formats' row of the same chunk (same
+    # content, same masked positions) and never reaches position seq_len - 1. Kept, and stated in the report
+    # (analysis.formats): padding or shifting it would change the format, longer chunks the shared data.
     extra = 2 if fmt == "single" else 3
     lengths = np.array([len(a) + len(b) + extra for a, b in segments])
     ids = np.full((len(rows), int(lengths.max())), sp.pad, np.int64)

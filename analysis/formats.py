@@ -1,0 +1,83 @@
+"""What each pretraining input format put in front of the model, one sentence per format, from runs.
+
+Every variant of a pretraining seed reads the same chunks (A and B spans of the corpus); a format only
+lays them out (``trainables.data.batches.layout``):
+
+    single      [CLS] A B [SEP]          one special token fewer per row than the pair formats
+    nsp_pairs   [CLS] A [SEP] B' [SEP]   B' (NSP's random segment half the time) has B's length
+    sop_pairs   [CLS] A [SEP] B [SEP]    A and B swapped half the time
+
+So the content tokens, and the masked positions of each row, are the same in every format; a
+``single`` row is one token shorter and never reaches the last position of the sequence (its position
+embedding is left untrained, which fine-tuning at the full length then meets). No layout removes that
+without changing the chunks or the format's definition (RoBERTa's FULL-SENTENCES), so it is stated: it
+is part of the input-format effect (``mlm_pairs - mlm_only``), not of a contrast within one format.
+
+    lines = input_format_section(export.runs)   # Markdown lines; [] when fewer than two formats ran
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+LAYOUTS = {
+    "single": "[CLS] A B [SEP]",
+    "nsp_pairs": "[CLS] A [SEP] B [SEP], B replaced half the time by a random segment of B's length",
+    "sop_pairs": "[CLS] A [SEP] B [SEP], A and B swapped half the time",
+}
+
+
+def _measured(runs: pd.DataFrame) -> pd.DataFrame:
+    """Completed measurement runs that pretrained (``none`` has no input format)."""
+    keep = (runs["phase"] == "measure") & (runs["status"] == "completed") & (runs["variant"] != "none")
+    return runs[keep & runs["input_format"].isin(list(LAYOUTS))]
+
+
+def _lengths(runs: pd.DataFrame) -> list[int]:
+    """The sequence lengths the runs trained at (phase 1, and phase 2 where it ran), from config_json."""
+    out = set()
+    for text in runs.get("config_json", pd.Series(dtype=str)).dropna():
+        cfg = json.loads(text)
+        out.add(int(cfg["data"]["seq_len"]))
+        if cfg["optim"].get("phase2_steps"):
+            out.add(int(cfg["optim"]["phase2_seq_len"]))
+    return sorted(out)
+
+
+def _per_step(rows: pd.DataFrame, column: str) -> str:
+    values = rows[column].dropna() if column in rows else pd.Series(dtype=float)
+    return f"{values.mean():.1f}" if len(values) and np.isfinite(values.mean()) else "not recorded"
+
+
+def format_sentence(fmt: str, rows: pd.DataFrame, lengths: list[int]) -> str:
+    """One sentence on what format ``fmt`` saw: its layout, its variants and its real tokens per step."""
+    variants = ", ".join(sorted(rows["variant"].unique()))
+    seen = f"{_per_step(rows, 'tokens_per_step')} real tokens per step"
+    if fmt != "single":
+        return (f"Input format {fmt} ({variants}): {LAYOUTS[fmt]}; {seen}, the same content tokens and masked "
+                "positions per row as every other format on the same chunks.")
+    last = " and ".join(str(n - 1) for n in lengths) or "seq_len - 1"
+    return (f"Input format single ({variants}): {LAYOUTS[fmt]}, one special token fewer per row than the pair "
+            f"formats on the same chunks ({seen}) with the same masked positions per row; its rows never reach "
+            f"the last position ({last}), whose position embedding stays untrained and is met untrained when "
+            "fine-tuning uses the full length: this is part of the input-format effect (mlm_pairs - mlm_only), "
+            "not of any contrast between variants of one format.")
+
+
+def input_format_notes(runs: pd.DataFrame) -> list[str]:
+    """One sentence per input format among the measured variants, when more than one format ran."""
+    done = _measured(runs)
+    formats = [f for f in LAYOUTS if f in set(done["input_format"])]
+    if len(formats) < 2:
+        return []
+    lengths = _lengths(done)
+    return [format_sentence(f, done[done["input_format"] == f], lengths) for f in formats]
+
+
+def input_format_section(runs: pd.DataFrame) -> list[str]:
+    """The report's Markdown section on input formats ([] when the measured variants share one format)."""
+    notes = input_format_notes(runs)
+    return ["## Input formats", ""] + [f"- {n}" for n in notes] + [""] if notes else []
