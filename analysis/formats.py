@@ -41,9 +41,11 @@ def _lengths(runs: pd.DataFrame) -> list[int]:
     out = set()
     for text in runs.get("config_json", pd.Series(dtype=str)).dropna():
         cfg = json.loads(text)
-        out.add(int(cfg["data"]["seq_len"]))
-        if cfg["optim"].get("phase2_steps"):
-            out.add(int(cfg["optim"]["phase2_seq_len"]))
+        data, optim = cfg.get("data", {}), cfg.get("optim", {})
+        if "seq_len" in data:
+            out.add(int(data["seq_len"]))
+        if optim.get("phase2_steps"):
+            out.add(int(optim["phase2_seq_len"]))
     return sorted(out)
 
 

@@ -35,6 +35,7 @@ from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
 from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
 from analysis.contrasts import FAMILIES
 from analysis.export import load_export
+from analysis.formats import input_format_section
 from analysis.headline import family_size, headline, resolved
 from analysis.inference import called
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
@@ -231,12 +232,23 @@ def _markdown(r: Report) -> list[str]:
         return out + ["No completed measure runs with evaluations: nothing to estimate."]
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
     out += _contrast_sections(c) + _power_section(c) + _decompositions(c) + _compute_section(c)
+    out += _setup_section(r.export_dir)
     if c.flags:
         out += ["## Flags", ""] + [f"- {f.variant}{' on ' + f.task if f.task else ''}: {f.reason}"
                                    for f in c.flags] + [""]
     if r.search is not None:
         out += _search_markdown(r.search)
     return out
+
+
+def _setup_section(export_dir: Path) -> list[str]:
+    """What the contrasts hold fixed that a reader should know: the fine-tuning head, the input formats."""
+    export = load_export(export_dir)
+    heads = sorted(set(export.evals["head"].dropna()) - {""}) if "head" in export.evals.columns else []
+    out = [f"Fine-tuning head: {', '.join(heads) or 'pooler (not recorded)'}. With pooler, NSP-loss effects on "
+           "classification (full - mlm_pairs) include the pooler NSP trains; with cls (a fresh head on [CLS], "
+           "--set finetune.head=cls) they do not.", ""]
+    return out + input_format_section(export.runs)
 
 
 def _search_markdown(s: SearchSummary) -> list[str]:

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
-from trainables.budget import Budget, plan_budget, step_cost
+from trainables.budget import Budget, plan_budget, step_cost, step_counts
 from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
                                    write_checkpoint)
 from trainables.config import ConfigError, ExperimentConfig, RunConfig, data_seed, objective_for_variant
@@ -343,7 +343,8 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
                          tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
                          train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert),
                          budget=run.budget.kind, budget_target=run.budget.target,
-                         planned_steps=run.budget.planned_steps)
+                         planned_steps=run.budget.planned_steps,
+                         masked_per_step=step_counts(d.steps, state.step).masked_per_step)
     if run.tb is not None:
         run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.

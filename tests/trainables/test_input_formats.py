@@ -89,9 +89,6 @@ def test_run_json_records_the_real_tokens_per_step(tmp_path):
     assert run["tokens_per_step"] == pytest.approx(run["tokens_seen"] / run["steps"])
 
 
-@pytest.mark.xfail(strict=True, reason="trainables.pretrain._finish does not pass masked_per_step to "
-                                       "write_checkpoint yet: masked_per_step=step_counts(d.steps, state.step)"
-                                       ".masked_per_step (outside this change's files)")
 def test_run_json_records_the_masked_positions_per_step(tmp_path):
     out = tmp_path / "run"
     cfg = _cfg(tmp_path, "mlm_only", "optim.max_steps=4")
