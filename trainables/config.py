@@ -258,6 +258,9 @@ class FinetuneConfig:
     # sequence classification reads: pooler (BERT's; NSP trains it, so full - mlm_pairs includes it) | cls (a fresh
     # dense+tanh on [CLS], RoBERTa's head: the checkpoint's pooler weights unused)
     head: str = "pooler"
+    # checkpoint | random: random ignores the checkpoint's weights (fresh BERT init, the same draw for every
+    # variant): the instrument check's negative switch (sweeps/known_answer.py must then recover no MLM effect)
+    init: str = "checkpoint"
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -279,6 +282,7 @@ class FinetuneConfig:
         require(0 < self.qa_doc_stride < self.qa_max_len,
                  f"finetune.qa_doc_stride={self.qa_doc_stride} must be in (0, qa_max_len={self.qa_max_len})")
         require(self.head in ("pooler", "cls"), f"finetune.head={self.head!r} is not valid; allowed: pooler, cls")
+        choice("finetune.init", self.init, ("checkpoint", "random"))
         require(self.max_train_examples >= 0 and self.max_eval_examples >= 0,
                  "finetune.max_train_examples / max_eval_examples must be >= 0 (0 = all)")
 

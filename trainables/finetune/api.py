@@ -136,7 +136,7 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
     draw = ck.draw(seed)  # nested in the pretraining seed (heads.finetune_draw); records keep the seed itself
     rng = np.random.default_rng(draw)  # the same training subset and order at every rate
     train_rows = subsample(data["train"], ft.max_train_examples, rng)
-    model = build_head_model(ck.path, spec, draw, ft.dropout, ft.head).to(device)
+    model = build_head_model(ck.path, spec, draw, ft.dropout, ft.head, ft.init).to(device)
 
     def evaluate(split: str):
         rows = subsample(data[split], ft.max_eval_examples, None)
@@ -201,7 +201,7 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
     run_id = run_id or path.name
     ck, dev = Checkpoint.load(path), _device(device, cfg)
     all_data = _load_all(list(tasks), list(task_files), cfg) + list(datasets or [])
-    encoder = load_encoder(ck, dev) if mode == "probe" else None
+    encoder = load_encoder(ck, dev, cfg.finetune.init) if mode == "probe" else None
     result, done, total = FinetuneResult(), 0, len(all_data) * len(seeds)
     writer = None
     if tensorboard_dir and mode == "finetune":

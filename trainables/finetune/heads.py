@@ -54,11 +54,30 @@ def fresh_pooler(model) -> None:
         dense.bias.zero_()
 
 
-def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float = 0.1, head: str = "pooler"):
+def reinitialize(model: torch.nn.Module, std: float) -> None:
+    """Every weight drawn afresh as BERT initialises it (normal(0, std) matrices and embeddings, zero biases,
+    unit LayerNorms), from the global RNG: ``finetune.init=random``, the instrument check's negative switch.
+    (transformers 5 skips ``_init_weights`` on modules loaded from a checkpoint, so it is done here.)"""
+    for module in model.modules():
+        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+            torch.nn.init.normal_(module.weight, 0.0, std)
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+            if isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, torch.nn.LayerNorm):
+            torch.nn.init.ones_(module.weight)
+            torch.nn.init.zeros_(module.bias)
+
+
+def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float = 0.1, head: str = "pooler",
+                     init: str = "checkpoint"):
     """The task type's transformers head on the checkpoint's encoder; the new head seeded by ``seed``.
     ``dropout`` (``finetune.dropout``) replaces the pretraining dropout stored in the checkpoint's config.
     ``head`` (``finetune.head``, for types that read the pooled state): ``pooler`` keeps the checkpoint's
-    pooler, ``cls`` draws it afresh after the classifier, so the classifier's draw is the same under both."""
+    pooler, ``cls`` draws it afresh after the classifier, so the classifier's draw is the same under both.
+    ``init`` (``finetune.init``): ``random`` ignores the checkpoint's weights (``reinitialize``)."""
     import transformers
 
     if head not in HEADS:
@@ -72,6 +91,8 @@ def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float
         model = cls.from_pretrained(str(checkpoint), **kwargs)
         if head_name(spec, head) == "cls":
             fresh_pooler(model)
+        if init == "random":
+            reinitialize(model, model.config.initializer_range)
         return model
 
 
@@ -120,9 +141,15 @@ class Checkpoint:
         return finetune_draw(finetune_seed, self.pretrain_seed)
 
 
-def load_encoder(ck: Checkpoint, device: torch.device):
-    """The checkpoint's encoder alone (no pooler), for the linear probe."""
+def load_encoder(ck: Checkpoint, device: torch.device, init: str = "checkpoint", seed: int = 0):
+    """The checkpoint's encoder alone (no pooler), for the linear probe; ``init=random`` draws its weights
+    afresh from ``seed`` instead (``finetune.init``)."""
     from transformers import AutoModel
 
     with _quiet_loading():
-        return AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False).to(device)
+        encoder = AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False)
+    if init == "random":
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            reinitialize(encoder, encoder.config.initializer_range)
+    return encoder.to(device)

@@ -99,7 +99,7 @@ def run_probe(checkpoint_dir: str | Path, tasks: list, cfg: ExperimentConfig, se
     ck = Checkpoint.load(checkpoint_dir)
     device = resolve_device(cfg.run.device)
     enable_tf32(device, deterministic=getattr(cfg.run, "deterministic", False))
-    encoder = load_encoder(ck, device)
+    encoder = load_encoder(ck, device, cfg.finetune.init)
     scores = {}
     for task in tasks:
         data = task if isinstance(task, TaskData) else load_task(task, cfg.data.cache_dir or None)
