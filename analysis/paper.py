@@ -170,7 +170,7 @@ def compare(export_dir: str | Path, claims: list[PaperContrast], contributions=N
     rows = []
     for j, c in enumerate(claims):
         task, same = _run_task(c, tasks)
-        iv, p, source = found.get(j, (None, float("nan"), "not estimable (variant or task not measured/learned)"))
+        iv, p, source = found.get(j, (None, float("nan"), "not estimable (the task row was not learned, or a variant not measured)"))
         rows.append(PaperRow(c, task, same, iv, p, source, paper_verdict(c.paper_diff / 100.0, iv, p)))
     return rows
 

@@ -193,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     if known.list:
         print(list_recipes())
         return 0
+    if known.recipe is None and {"-h", "--help"} & set(argv):
+        p = build_parser("python sweeps/reproduce.py", SWEEP.doc.split("\n\n")[0])
+        _extra_args(p)
+        p.print_help()
+        return 0
     try:
         recipe = recipe_of(known.recipe)
         if recipe.not_runnable:
