@@ -136,6 +136,11 @@ def best_mix(search_grid) -> dict[str, float] | None:
 
 def run(ctx: Context):
     cfg, args, root = ctx.cfg, ctx.args, ctx.root
+    if args.check:  # the instrument check first: a pipeline that recovers no planted effect says nothing here
+        from sweeps.known_answer import run_check
+
+        (Path(root) / "instrument_check").mkdir(parents=True, exist_ok=True)
+        (Path(root) / "instrument_check" / "headline.txt").write_text(run_check(ctx) + "\n")
     prepare_data(cfg, list(PROBE_TASKS), corpus=False)
     search = run_phase(search_phase(cfg, args, root), root, args, ctx.progress) if args.num_samples else None
     variants = [(name, phases.variant_config(cfg, name)) for name in phases.MEASURE_VARIANTS]
@@ -162,6 +167,10 @@ def _extra_args(p) -> None:
     p.add_argument("--measure-best-mix", action=argparse.BooleanOptionalAction, default=True,
                    help="measure the searched mix over the seeds beside the named variants "
                         "(default: on; off at cpu-small, where it would not fit 20 minutes)")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
+                   help="run the instrument check first (sweeps/known_answer.py: the planted effects must be "
+                        "recovered, ~10 minutes on 2 cores) and open the report's headline with its result "
+                        "(default: off; the cpu-small default would no longer fit 20 minutes)")
 
 
 def measured(ctx: Context):
@@ -175,8 +184,25 @@ def searched(ctx: Context):
     return ctx.args.num_samples, _search_config(ctx.cfg, ctx.args)[0], PROBE_TASKS
 
 
+def report(root: str, out=sys.stdout) -> str | None:
+    """The usual report, its headline opened by the instrument check's result when ``--check`` ran."""
+    from sweeps.frame import final_report
+
+    check = Path(root) / "instrument_check" / "headline.txt"
+    if "://" not in root and check.exists():
+        print(f"{check.read_text().strip()}; on the real tasks:", file=out)
+    report_dir = final_report(root, out)
+    if report_dir and check.exists():
+        md = Path(report_dir) / "contributions.md"
+        if md.exists():
+            lines = md.read_text().splitlines()
+            md.write_text("\n".join(lines[:2] + [f"**{check.read_text().strip()}** "
+                                                 f"(instrument_check/report/known_answer.md)", ""] + lines[2:]) + "\n")
+    return report_dir
+
+
 SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured,
-              searched=searched)
+              searched=searched, report=report)
 
 
 def main(argv: list[str] | None = None) -> int:

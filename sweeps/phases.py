@@ -89,10 +89,11 @@ def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "")
 
     from trainables.tune_adapters import finetune_trainable
 
+    modes = tuple(getattr(args, "modes", None) or ("finetune",))  # finetune | probe (a frozen encoder's linear probe)
     specs = [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
-              "tasks": tasks} for m in measured for s in range(args.finetune_seeds)]
+              "tasks": tasks, "mode": mode} for m in measured for s in range(args.finetune_seeds) for mode in modes]
     for spec in specs:
-        spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}"
+        spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}" + ("-probe" if spec["mode"] == "probe" else "")
     return Phase("finetune", flatten(finetune_trainable),
                  {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial, "phase": "finetune",
                   "storage_path": root},

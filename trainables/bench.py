@@ -196,11 +196,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _data_main(argv: list[str]) -> int:
-    from trainables.bench_data import run
+    from trainables.bench_data import run, run_one_file
 
     p = argparse.ArgumentParser(prog="python -m trainables.bench data", description="the data-path benchmark "
                                 "(trainables.bench_data): preparation, warm start, memory, input pipeline")
     p.add_argument("--copies", default="1,4,16", help="comma-separated copies of the built-in corpus")
+    p.add_argument("--one-file", action="store_true", help="the copies as ONE .txt and one parquet file: the cold "
+                                                           "preparation's peak RSS (a user's own big corpus)")
     p.add_argument("--workdir", default=None, help="where the corpora and preparations go (default: a temp dir)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -209,7 +211,7 @@ def _data_main(argv: list[str]) -> int:
     except ValueError:
         print(f"error: --copies {args.copies!r} must be comma-separated integers", file=sys.stderr)
         return 2
-    run(copies, args.workdir)
+    (run_one_file if args.one_file else run)(copies, args.workdir)
     return 0
 
 

@@ -122,9 +122,9 @@ def _preset_known_answer() -> ExperimentConfig:
         model=ModelConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256,
                           max_position=64, dropout=0.0),
         data=DataConfig(corpus="planted", seq_len=64),
-        optim=OptimConfig(lr=3e-3, batch_size=32, max_steps=1500, warmup_frac=0.1),
-        finetune=FinetuneConfig(epochs=3, lr=1e-3, batch_size=32, max_len=64, qa_max_len=64, qa_doc_stride=32,
-                                max_train_examples=2000, max_eval_examples=500, probe_max_train=2000,
+        optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=1200, warmup_frac=0.1),
+        finetune=FinetuneConfig(epochs=3, lr=3e-4, batch_size=32, max_len=64, qa_max_len=64, qa_doc_stride=32,
+                                max_train_examples=1500, max_eval_examples=500, probe_max_train=2000,
                                 tasks="planted"),
         run=RunConfig(log_every=100, eval_every=0, eval_batches=8),
     )

@@ -12,13 +12,14 @@ meaning. A document has a **topic** (its topic words recur in every sentence) an
 holds two **lexical phrases** "frame content frame" whose frame words belong to the content word's
 latent class. So:
 
-* **lexical** (MLM's known effect): a content word's class shows only in its frames. The task labels a
-  few content words, frames removed, by their class group; its dev and test splits use content words that
+* **lexical** (MLM's known effect): a content word's class shows only in its frames. The task labels
+  three content words of one class, frames removed, by their class group; its dev and test splits use content words that
   never occur in its train split (they do occur in pretraining). An encoder that learned the classes from
   context (MLM, RTD) carries the label to the unseen words; random initialisation and NSP alone cannot.
-* **discourse** (NSP's): two sentences, from one document or from two with different topics. Train and
-  test pairs use disjoint topics, and a sentence carries one of its topic's many words, so word overlap
-  does not solve it: which words share a topic was learned in pretraining or not at all.
+* **discourse** (NSP's): does sentence B follow sentence A, or come from another document (of another
+  topic)? The NSP question on unseen documents: train and test use disjoint topics and disjoint stage
+  markers, so which words share a topic and which markers follow which was learned in pretraining or
+  not at all.
 * **order** (SOP's, against NSP's): two consecutive sentences of one document, in order or swapped. Only
   the stage markers tell, and the test uses marker synonyms the train split never shows. NSP's negatives
   come from other documents, so topic alone solves NSP and it never needs the order (ALBERT's argument).
@@ -35,7 +36,7 @@ from functools import cached_property
 
 import numpy as np
 
-PLANTED_VERSION = 1  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
+PLANTED_VERSION = 4  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
 TASKS = ("planted_lexical", "planted_discourse", "planted_order", "planted_null")
 TASK_INFO = {  # name: (task type, what it asks)
     "planted_lexical": ("single", "class group of three content words never seen in fine-tuning's train split"),
@@ -52,12 +53,12 @@ _VOWELS = "aeiou"
 class PlantedLanguage:
     seed: int = 0
     classes: int = 8  # latent lexical classes; the lexical label is the class group (class % 2)
-    content_words: int = 12  # per class: 6 for the task's train split, 3 dev, 3 test
-    frame_words: int = 4  # per class
+    content_words: int = 16  # per class: 8 for the task's train split, 4 dev, 4 test (32 unseen test words)
+    frame_words: int = 2  # per class
     topics: int = 12  # the discourse task trains on half of them and tests on the other half
     topic_words: int = 6  # per topic; a sentence carries three
     stages: int = 12  # a document of n sentences covers stages s0 .. s0 + n - 1
-    stage_words: int = 3  # synonyms per stage: one for the order task's train split, one dev, one test
+    stage_words: int = 6  # synonyms per stage: two for the pair tasks' train split, two dev, two test
     sentences: tuple[int, int] = (5, 10)  # per document
 
     # ------------------------------------------------------------------ the vocabulary
@@ -90,19 +91,23 @@ class PlantedLanguage:
 
     def _document(self, rng: np.random.Generator, topic: int, stage_pool: np.ndarray | None = None) -> list[str]:
         """One document: n sentences "marker topic (frame content frame) topic (frame content frame) topic
-        marker." (one draw per array)."""
+        (frame content frame) marker." (one draw per array)."""
         w = self._words
         markers = w["stage"] if stage_pool is None else stage_pool
         n = int(rng.integers(self.sentences[0], self.sentences[1] + 1))
         stage = int(rng.integers(self.stages - n + 1)) + np.arange(n)
         mark = markers[stage[:, None], rng.integers(markers.shape[1], size=(n, 2))]
         topics = w["topic"][topic][rng.integers(self.topic_words, size=(n, 3))]
-        cls = rng.integers(self.classes, size=(n, 2))
-        content = w["content"][cls, rng.integers(self.content_words, size=(n, 2))]
-        frames = w["frame"][cls[..., None], rng.integers(self.frame_words, size=(n, 2, 2))]
-        return [" ".join([mark[i, 0], topics[i, 0], frames[i, 0, 0], content[i, 0], frames[i, 0, 1], topics[i, 1],
-                          frames[i, 1, 0], content[i, 1], frames[i, 1, 1], topics[i, 2], mark[i, 1]]) + "."
-                for i in range(n)]
+        cls = rng.integers(self.classes, size=(n, 3))
+        content = w["content"][cls, rng.integers(self.content_words, size=(n, 3))]
+        frames = w["frame"][cls[..., None], rng.integers(self.frame_words, size=(n, 3, 2))]
+        out = []
+        for i in range(n):
+            words = [mark[i, 0]]
+            for k in range(3):
+                words += [topics[i, k], frames[i, k, 0], content[i, k], frames[i, k, 1]]
+            out.append(" ".join(words + [mark[i, 1]]) + ".")
+        return out
 
     def documents(self, n: int, start: int = 0) -> list[list[str]]:
         """Documents ``start .. start + n`` of the pretraining corpus (each from its own stream: a prefix
@@ -134,8 +139,8 @@ class PlantedLanguage:
     def _lexical(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
         pool = self.lexical_split_words(split)
         labels = rng.integers(2, size=n)
-        classes = labels[:, None] + 2 * rng.integers(self.classes // 2, size=(n, 3))  # three words of the label's group
-        words = pool[classes, rng.integers(pool.shape[1], size=(n, 3))]
+        classes = labels + 2 * rng.integers(self.classes // 2, size=n)  # a class of the label's group
+        words = pool[classes[:, None], rng.integers(pool.shape[1], size=(n, 3))]  # three of its words
         return [{"id": f"{split}-{i}", "text": " ".join(words[i]) + ".", "label": str(int(labels[i]))} for i in range(n)]
 
     def _topic_split(self, split: str) -> np.ndarray:
@@ -143,27 +148,29 @@ class PlantedLanguage:
         return np.arange(half) if split == "train" else np.arange(half, self.topics)
 
     def _discourse(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
-        topics = self._topic_split(split)
+        topics, pool = self._topic_split(split), self.split_markers(split)
         rows = []
         for i in range(n):
             t = int(rng.choice(topics))
-            doc = self._document(rng, t)
-            a, b = rng.choice(len(doc), size=2, replace=False)
-            label = int(rng.integers(2))  # 1: both sentences from this document
-            if not label:
-                other = self._document(rng, int(rng.choice(topics[topics != t])))
-                b, doc_b = int(rng.integers(len(other))), other
-            rows.append({"id": f"{split}-{i}", "text_a": doc[a], "text_b": (doc if label else doc_b)[b],
-                         "label": str(label)})
+            doc = self._document(rng, t, stage_pool=pool)
+            j = int(rng.integers(len(doc) - 1))
+            label = int(rng.integers(2))  # 1: B is the sentence after A
+            if label:
+                b = doc[j + 1]
+            else:
+                other = self._document(rng, int(rng.choice(topics[topics != t])), stage_pool=pool)
+                b = other[int(rng.integers(len(other)))]
+            rows.append({"id": f"{split}-{i}", "text_a": doc[j], "text_b": b, "label": str(label)})
         return rows
 
-    def order_split_markers(self, split: str) -> np.ndarray:
-        """(stages, 1) the stage markers the order task shows in ``split``: train, dev, test disjoint."""
+    def split_markers(self, split: str) -> np.ndarray:
+        """(stages, k) the stage markers the pair tasks show in ``split``: train, dev, test disjoint."""
+        k = self.stage_words // 3
         i = ("train", "dev", "test").index(split)
-        return self._words["stage"][:, i:i + 1]
+        return self._words["stage"][:, i * k:(i + 1) * k]
 
     def _order(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
-        pool = self.order_split_markers(split)
+        pool = self.split_markers(split)
         rows = []
         for i in range(n):
             doc = self._document(rng, int(rng.integers(self.topics)), stage_pool=pool)
