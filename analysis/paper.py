@@ -31,6 +31,7 @@ from analysis.bootstrap import Interval
 from analysis.inference import called
 
 AVERAGE = "average (finetune)"
+NOT_ESTIMABLE = "not estimable (the task row was not learned, or a variant not measured)"
 # Paper column names -> this repo's task labels (trainables.tasks.hub; MNLI reports mnli_m and mnli_mm).
 TASK_LABELS = {"MNLI-m": "mnli_m", "MNLI": "mnli_m", "QNLI": "qnli", "MRPC": "mrpc", "SST-2": "sst2",
                "CoLA": "cola", "SQuAD": "squad", "SQuAD1.1": "squad", "GLUE": AVERAGE, "Avg": AVERAGE}
@@ -170,7 +171,7 @@ def compare(export_dir: str | Path, claims: list[PaperContrast], contributions=N
     rows = []
     for j, c in enumerate(claims):
         task, same = _run_task(c, tasks)
-        iv, p, source = found.get(j, (None, float("nan"), "not estimable (the task row was not learned, or a variant not measured)"))
+        iv, p, source = found.get(j, (None, float("nan"), NOT_ESTIMABLE))
         rows.append(PaperRow(c, task, same, iv, p, source, paper_verdict(c.paper_diff / 100.0, iv, p)))
     return rows
 

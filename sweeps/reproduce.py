@@ -129,7 +129,8 @@ def peak_tflops(args) -> tuple[float, str]:
         return args.peak_tflops, f"{args.peak_tflops:g} TFLOPS peak (--peak-tflops)"
     if args.hardware not in PLANNER_PEAK_BF16_TFLOPS:
         raise ConfigError(f"--plan needs --hardware (one of {', '.join(PLANNER_PEAK_BF16_TFLOPS)}) or --peak-tflops")
-    return PLANNER_PEAK_BF16_TFLOPS[args.hardware], f"{args.hardware} ({PLANNER_PEAK_BF16_TFLOPS[args.hardware]:g} TFLOPS bf16 peak)"
+    peak = PLANNER_PEAK_BF16_TFLOPS[args.hardware]
+    return peak, f"{args.hardware} ({peak:g} TFLOPS bf16 peak)"
 
 
 def gpu_hours(flops: float, peak_tflops: float, mfu: float) -> float:

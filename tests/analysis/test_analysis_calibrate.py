@@ -57,6 +57,8 @@ def test_summary_counts_shares_coverage_and_the_holm_family():
     assert (by["t1"].replicates, by["t1"].false_positives, by["t1"].not_computed) == (3, 1, 0)
     assert (by["t2"].replicates, by["t2"].false_positives, by["t2"].not_computed) == (2, 1, 1)
     assert by["t1"].coverage == pytest.approx(2 / 3) and by["t1"].mean_width == pytest.approx((2 + 0.2 + 2) / 3)
+    pooled = by["every task cell (pooled)"]
+    assert (pooled.replicates, pooled.false_positives, pooled.not_computed) == (5, 2, 1)
     assert family.false_positives == 1 and family.replicates == 3  # only the called cell counts
     assert any_raw == pytest.approx(2 / 3)
 
@@ -87,7 +89,8 @@ def test_calibration_of_a_tiny_smoke_pool_runs_end_to_end_and_resumes(tmp_path, 
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["replicates"] == 2 and out["design"]["tasks"] == ["hedge"] and not out["independent"]
-    assert [r["row"] for r in out["rows"]] == ["hedge (probe)"] and out["rows"][0]["replicates"] == 2
+    assert [r["row"] for r in out["rows"]] == ["hedge (probe)", "every task cell (pooled)"]
+    assert out["rows"][0]["replicates"] == 2
     assert (tmp_path / "export" / "runs.parquet").exists() and (tmp_path / "pool" / "full-s1" / "run.json").exists()
     first = out["wall_s"]
     assert main(argv) == 0  # the pool is cached: nothing is trained again

@@ -1,6 +1,6 @@
 """sweeps/reproduce.py: --list with citations, one-line errors, every recipe plans at every scale without
-training (the --hardware path needs no local timing), and bert-t5's smoke run end to end with the
-paper-vs-run table printed first and written (slow)."""
+training (the --hardware path needs no local timing), and the bert-t5 and electra-t1 smoke runs end to end
+with the paper-vs-run table printed first and written (slow)."""
 
 import os
 import subprocess
@@ -71,17 +71,18 @@ def test_peak_tflops_plans_without_a_named_accelerator(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_bert_t5_smoke_end_to_end_prints_and_writes_the_paper_table(tmp_path):
+@pytest.mark.parametrize("name, contrast, rows", [("bert-t5", "full - mlm_only", 5), ("electra-t1", "electra - full", 1)])
+def test_smoke_end_to_end_prints_and_writes_the_paper_table(name, contrast, rows, tmp_path):
+    """~2 minutes each on 2 cores: smoke preset, 2 variants x 3 seeds, one task (half the fine-tuning trials)."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, str(REPO / "sweeps" / "reproduce.py"), "bert-t5", "--scale", "smoke", "--storage",
-           str(tmp_path), "--name", "bt5", "--quiet",
-           "--tasks", "sentiment"]  # one task: half the fine-tuning trials, to stay near 2 minutes on 2 cores
+    cmd = [sys.executable, str(REPO / "sweeps" / "reproduce.py"), name, "--scale", "smoke", "--storage",
+           str(tmp_path), "--name", "run", "--quiet", "--tasks", "sentiment"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    assert "Devlin, Chang, Lee, Toutanova 2019, Table 5 vs this run" in out
+    out, c = proc.stdout, RECIPES[name].citation
+    assert f"{c.authors} {c.year}, {c.table} vs this run" in out
     assert out.index("vs this run") < out.index("This run pretrained")  # the paper's table opens the report
-    report = tmp_path / "bt5" / "report"
+    report = tmp_path / "run" / "report"
     md = (report / "paper_vs_run.md").read_text()
-    assert md.count("| full - mlm_only |") == 5 and "MNLI-m" in md
+    assert md.count(f"| {contrast} |") == rows and "paper's task not measured" in md
     assert (report / "paper_vs_run.png").stat().st_size > 0 and (report / "contributions.md").exists()
