@@ -9,11 +9,11 @@ negative controls (``data.corpus=planted``, tasks ``planted_*``).
 Every word is a made-up syllable string (whole WordPiece tokens), so nothing but this generator gives it
 meaning. A document has a **topic** (its topic words recur in every sentence) and a **stage** sequence
 (sentence i carries a marker word of stage s0 + i: stages rise through a document); each sentence also
-holds two **lexical phrases** "frame content frame" whose frame words belong to the content word's
-latent class. So:
+holds four **lexical phrases** "frame content" whose frame word belongs to the content word's latent
+class; a document keeps one class, drawn apart from its topic. So:
 
-* **lexical** (MLM's known effect): a content word's class shows only in its frames. The task labels
-  three content words of one class, frames removed, by their class group; its dev and test splits use content words that
+* **lexical** (MLM's known effect): a content word's class shows only in its frame words. The task
+  labels three content words of the label's class group, frames removed; its dev and test splits use content words that
   never occur in its train split (they do occur in pretraining). An encoder that learned the classes from
   context (MLM, RTD) carries the label to the unseen words; random initialisation and NSP alone cannot.
 * **discourse** (NSP's): does sentence B follow sentence A, or come from another document (of another
@@ -36,7 +36,7 @@ from functools import cached_property
 
 import numpy as np
 
-PLANTED_VERSION = 4  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
+PLANTED_VERSION = 6  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
 TASKS = ("planted_lexical", "planted_discourse", "planted_order", "planted_null")
 TASK_INFO = {  # name: (task type, what it asks)
     "planted_lexical": ("single", "class group of three content words never seen in fine-tuning's train split"),
@@ -53,8 +53,9 @@ _VOWELS = "aeiou"
 class PlantedLanguage:
     seed: int = 0
     classes: int = 8  # latent lexical classes; the lexical label is the class group (class % 2)
-    content_words: int = 16  # per class: 8 for the task's train split, 4 dev, 4 test (32 unseen test words)
-    frame_words: int = 2  # per class
+    content_words: int = 24  # per class: 12 for the task's train split, 6 dev, 6 test (48 unseen test words:
+    # with few, which way their random embeddings happen to lean moves an untrained encoder's score by chance)
+    frame_words: int = 3  # per class
     topics: int = 12  # the discourse task trains on half of them and tests on the other half
     topic_words: int = 6  # per topic; a sentence carries three
     stages: int = 12  # a document of n sentences covers stages s0 .. s0 + n - 1
@@ -89,23 +90,26 @@ class PlantedLanguage:
 
     # ------------------------------------------------------------------ documents
 
-    def _document(self, rng: np.random.Generator, topic: int, stage_pool: np.ndarray | None = None) -> list[str]:
-        """One document: n sentences "marker topic (frame content frame) topic (frame content frame) topic
-        (frame content frame) marker." (one draw per array)."""
+    def _document(self, rng: np.random.Generator, topic: int, stage_pool: np.ndarray | None = None,
+                  cls: int | None = None) -> list[str]:
+        """One document: n sentences "marker (topic frame content) x3 frame content marker." (one draw per
+        array). The document has one lexical class, drawn apart from its topic: its content and frame words
+        co-occur throughout it, the way topic words do, which MLM learns within this budget (a class shown
+        only by the adjacent word needs position-specific attention, which 1,200 steps did not teach)."""
         w = self._words
         markers = w["stage"] if stage_pool is None else stage_pool
         n = int(rng.integers(self.sentences[0], self.sentences[1] + 1))
         stage = int(rng.integers(self.stages - n + 1)) + np.arange(n)
         mark = markers[stage[:, None], rng.integers(markers.shape[1], size=(n, 2))]
         topics = w["topic"][topic][rng.integers(self.topic_words, size=(n, 3))]
-        cls = rng.integers(self.classes, size=(n, 3))
-        content = w["content"][cls, rng.integers(self.content_words, size=(n, 3))]
-        frames = w["frame"][cls[..., None], rng.integers(self.frame_words, size=(n, 3, 2))]
+        cls = np.full((n, 4), int(rng.integers(self.classes)) if cls is None else cls)
+        content = w["content"][cls, rng.integers(self.content_words, size=(n, 4))]
+        frames = w["frame"][cls, rng.integers(self.frame_words, size=(n, 4))]
         out = []
         for i in range(n):
             words = [mark[i, 0]]
-            for k in range(3):
-                words += [topics[i, k], frames[i, k, 0], content[i, k], frames[i, k, 1]]
+            for k in range(4):
+                words += ([topics[i, k]] if k < 3 else []) + [frames[i, k], content[i, k]]
             out.append(" ".join(words + [mark[i, 1]]) + ".")
         return out
 
@@ -139,8 +143,8 @@ class PlantedLanguage:
     def _lexical(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
         pool = self.lexical_split_words(split)
         labels = rng.integers(2, size=n)
-        classes = labels + 2 * rng.integers(self.classes // 2, size=n)  # a class of the label's group
-        words = pool[classes[:, None], rng.integers(pool.shape[1], size=(n, 3))]  # three of its words
+        classes = labels[:, None] + 2 * rng.integers(self.classes // 2, size=(n, 3))  # three of the label's group
+        words = pool[classes, rng.integers(pool.shape[1], size=(n, 3))]
         return [{"id": f"{split}-{i}", "text": " ".join(words[i]) + ".", "label": str(int(labels[i]))} for i in range(n)]
 
     def _topic_split(self, split: str) -> np.ndarray:
