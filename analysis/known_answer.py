@@ -67,6 +67,7 @@ class PlantedCheck:
     effects: list[EffectResult]
     null_covered: int  # null-task contrasts whose interval covers 0
     null_total: int
+    null_not_learned: bool = False  # no variant beat chance on the null task's dev split (its truth)
 
     @property
     def recovered(self) -> int:
@@ -74,7 +75,8 @@ class PlantedCheck:
 
     def headline(self) -> str:
         null = (f"; the null task's intervals cover 0 in {self.null_covered} of {self.null_total} contrasts"
-                if self.null_total else "")
+                if self.null_total else "; the null task: no variant beat chance on dev, as its truth says"
+                if self.null_not_learned else "")
         return f"instrument check: {self.recovered} of {len(self.effects)} planted effects recovered{null}"
 
 
@@ -108,7 +110,8 @@ def check_planted(contributions, effects=PLANTED_EFFECTS) -> PlantedCheck:
     results = [EffectResult(e, iv, float(ph)) for e, iv, ph in zip(effects, found, p_holm)]
     null = [e.interval for e in contributions.contrasts
             if e.task.split(" (")[0] == NULL_TASK and np.isfinite(e.interval.lo)]
-    return PlantedCheck(results, sum(iv.lo <= 0 <= iv.hi for iv in null), len(null))
+    nulls = [t for t in getattr(contributions, "not_learned", ()) if t.split(" (")[0] == NULL_TASK]
+    return PlantedCheck(results, sum(iv.lo <= 0 <= iv.hi for iv in null), len(null), bool(nulls))
 
 
 def format_check(check: PlantedCheck) -> str:

@@ -174,11 +174,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     rank, world = _world()
-    dev = torch.device(device) if device is not None else resolve_device(cfg.run.device)
-    if dev.type == "cuda" and dev.index is not None:
-        torch.cuda.set_device(dev)  # else a CUDA call that names no device opens a context on GPU 0 too
-    use_deterministic_kernels(cfg.run.deterministic)
-    enable_tf32(dev, deterministic=cfg.run.deterministic)  # fp32 matmuls outside autocast (CUDA only)
+    dev = _training_device(cfg, device)
     if cfg.optim.batch_size % (world * cfg.optim.grad_accum):
         raise ConfigError(f"optim.batch_size={cfg.optim.batch_size} must be divisible by workers ({world}) x "
                           f"optim.grad_accum ({cfg.optim.grad_accum})")
@@ -222,6 +218,16 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
             if done:
                 break
     return _finish(run, state)
+
+
+def _training_device(cfg: ExperimentConfig, device: str | torch.device | None) -> torch.device:
+    """The device (the trial's, or ``run.device``), bound as CUDA's current one, with the run's kernel settings."""
+    dev = torch.device(device) if device is not None else resolve_device(cfg.run.device)
+    if dev.type == "cuda" and dev.index is not None:
+        torch.cuda.set_device(dev)  # else a CUDA call that names no device opens a context on GPU 0 too
+    use_deterministic_kernels(cfg.run.deterministic)
+    enable_tf32(dev, deterministic=cfg.run.deterministic)  # fp32 matmuls outside autocast (CUDA only)
+    return dev
 
 
 def pretrain_model(cfg: ExperimentConfig, bert: BertForPreTraining) -> PretrainModel:
