@@ -28,7 +28,7 @@ from trainables.config import ConfigError  # noqa: E402
 
 PRESET = "known-answer"
 VARIANTS = "none,mlm_only,nsp_only,full,sop_only"  # the variants the planted effects name
-DEFAULTS: dict[str, dict] = {PRESET: dict(seeds=3, finetune_seeds=1)}
+DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds per preset are sweeps.cli.PRESET_DEFAULTS
 
 
 def parse(sweep: Sweep, argv: list[str] | None):
@@ -98,8 +98,8 @@ def run_check(ctx: Context) -> str:
 
     root = f"{ctx.root}/instrument_check"
     cfg = with_shared_data(build_config(PRESET), ctx.root)
-    args = argparse.Namespace(**{**vars(ctx.args), **DEFAULTS[PRESET], "gpus_per_trial": 0, "workers_per_trial": 1,
-                                 "modes": ("finetune", "probe")})
+    args = argparse.Namespace(**{**vars(ctx.args), **sweep_defaults(PRESET, DEFAULTS), "gpus_per_trial": 0,
+                                 "workers_per_trial": 1, "modes": ("finetune", "probe")})
     tasks = resolve_tasks(cfg.finetune.tasks)
     prepare_data(cfg, tasks)
     variants = [(name, phases.variant_config(cfg, name)) for name in parse_variants(VARIANTS)]
