@@ -226,6 +226,6 @@ def test_fine_tuning_and_probe_enable_tf32_for_their_device(tiny_checkpoint, mon
     monkeypatch.setattr(probe, "enable_tf32", lambda device, deterministic=False: calls.append((device, deterministic)))
     api._device("cpu", build_config("smoke"))
     api._device(None, SimpleNamespace(run=SimpleNamespace(device="cpu", deterministic=True)))
-    monkeypatch.setattr(probe, "load_encoder", lambda ck, device: None)
+    monkeypatch.setattr(probe, "load_encoder", lambda ck, device, *init: None)
     probe.run_probe(tiny_checkpoint, [], build_config("smoke", overrides=["run.device=cpu"]))
     assert calls == [(torch.device("cpu"), False), (torch.device("cpu"), True), (torch.device("cpu"), False)]
