@@ -191,21 +191,13 @@ def test_ray_data_prepares_the_units_of_one_file_as_local_processes_do(tmp_path,
     assert np.array_equal(on_ray.sentences, local.sentences) and np.array_equal(on_ray.documents, local.documents)
 
 
-def test_a_resume_redoes_shards_that_were_cut_otherwise(tmp_path, tokenizer_dir, monkeypatch):
+def test_a_resume_redoes_shards_that_were_cut_otherwise(tmp_path, tokenizer_dir, monkeypatch, kill_preparation):
     corpus = _one_file(tmp_path)
     straight = _prepared_with(tmp_path / "a", monkeypatch, corpus, tokenizer_dir, 500)
-    real, calls = prepare.tokenize_unit, []
-
-    def dies_after_three(unit, *args):
-        if len(calls) == 3:
-            raise KeyboardInterrupt("killed")
-        calls.append(unit["id"])
-        return real(unit, *args)
-
-    monkeypatch.setattr(prepare, "tokenize_unit", dies_after_three)
+    kill_preparation.after(3)
     with pytest.raises(KeyboardInterrupt):
         _prepared_with(tmp_path / "b", monkeypatch, corpus, tokenizer_dir, 900, workers=1)
-    monkeypatch.setattr(prepare, "tokenize_unit", real)
+    kill_preparation.revive()
     resumed = _prepared_with(tmp_path / "b", monkeypatch, corpus, tokenizer_dir, 500, workers=1)
     assert np.array_equal(_tokens(resumed), _tokens(straight))
     assert np.array_equal(resumed.sentences, straight.sentences)

@@ -60,18 +60,10 @@ def test_shards_hold_every_sentence_once_in_order(tmp_path, tokenizer_dir):
     assert len(pc.heldout_docs) == round(0.05 * m["usable_documents"]) and not np.isin(pc.heldout_docs, pc.train_docs).any()
 
 
-def test_a_killed_preparation_resumes_and_matches_an_uninterrupted_one(tmp_path, tokenizer_dir, monkeypatch):
+def test_a_killed_preparation_resumes_and_matches_an_uninterrupted_one(tmp_path, tokenizer_dir, kill_preparation):
     corpus = _corpus(tmp_path)
     straight = PreparedCorpus(_prepare(tmp_path / "a", corpus, tokenizer_dir))
-    real, calls = prepare.tokenize_unit, []
-
-    def dies_after_three(unit, *args):
-        if len(calls) == 3:
-            raise KeyboardInterrupt("killed")
-        calls.append(unit["id"])
-        return real(unit, *args)
-
-    monkeypatch.setattr(prepare, "tokenize_unit", dies_after_three)
+    kill_preparation.after(3)
     with pytest.raises(KeyboardInterrupt):
         _prepare(tmp_path / "b", corpus, tokenizer_dir, workers=1)
     d = _data(tmp_path / "b", corpus, tokenizer_dir)
@@ -83,7 +75,7 @@ def test_a_killed_preparation_resumes_and_matches_an_uninterrupted_one(tmp_path,
     done = {p: os.stat(p).st_mtime_ns for p in sorted(os.listdir(half)) for p in [os.path.join(half, p)]
             if p.endswith(".done.json")}
     assert len(done) == 3
-    monkeypatch.setattr(prepare, "tokenize_unit", real)
+    kill_preparation.revive()
     resumed = PreparedCorpus(_prepare(tmp_path / "b", corpus, tokenizer_dir, workers=1))
     assert {p: os.stat(p).st_mtime_ns for p in done} == done  # finished shards were kept, not redone
     assert [s["sha256"] for s in resumed.manifest["shards"]] == [s["sha256"] for s in straight.manifest["shards"]]
