@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from trainables.finetune import api, loop, probe
-from trainables.finetune.api import encode_split
+from trainables.finetune.inputs import encode_split
 from trainables.finetune.heads import Checkpoint, build_head_model, load_encoder
 from trainables.finetune.loop import collate, predict_logits, train_model
 from trainables.presets import build_config

@@ -9,22 +9,16 @@ when a pair loss is on, and the model returns outputs, never losses (``trainable
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import BertConfig, BertForPreTraining
 
-from trainables.data.masking import MaskedBatch
+from trainables.forward import PretrainOutputs, forward_pretraining, key_padding_mask  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from trainables.config import ModelConfig
-
-
-class PretrainOutputs(NamedTuple):
-    mlm_logits: torch.Tensor | None  # (B * P, V) at the masked positions only (P per row, padded)
-    pair_logits: torch.Tensor | None  # (B, 2)
-    hidden: torch.Tensor  # (B, T, H) last layer
-    aux: dict | None = None  # objective name -> what its corrupt/forward hooks produced
+    from trainables.data.masking import MaskedBatch
 
 
 def bert_config(cfg: ModelConfig, vocab_size: int, pad_id: int) -> BertConfig:
@@ -45,34 +39,6 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> Be
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model
-
-
-def key_padding_mask(config, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The (B, 1, 1, T) mask the attention takes as it is: a 2D mask would make transformers ask the
-    device whether any position is padded (``mask.all()``), a host sync on every padded batch."""
-    mask = attention_mask[:, None, None, :].bool()
-    if config._attn_implementation == "sdpa":
-        return mask  # True: attend
-    return (~mask).to(torch.float32) * torch.finfo(torch.float32).min  # additive, for eager attention
-
-
-def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_mlm: bool = True,
-                        need_pair: bool = True) -> PretrainOutputs:
-    """The encoder, then the MLM head at the masked positions only and the pair head on the pooled [CLS].
-
-    Nothing here waits on the device: the attention path was decided when the batch was built (length
-    bucketing makes most batches unpadded, and without a mask SDPA takes its fused kernel), and the
-    masked positions are a fixed-shape (B, P) gather, not a boolean index of data-dependent size."""
-    attention_mask = None if batch.unpadded else key_padding_mask(model.config, batch.attention_mask)
-    out = model.bert(input_ids=batch.input_ids, attention_mask=attention_mask, token_type_ids=batch.token_type_ids)
-    hidden = out.last_hidden_state  # (B, T, H)
-    mlm_logits = None
-    if need_mlm:
-        B, P = batch.mlm_positions.shape
-        picked = hidden.gather(1, batch.mlm_positions.unsqueeze(-1).expand(B, P, hidden.shape[-1]))  # (B, P, H)
-        mlm_logits = model.cls.predictions(picked.reshape(B * P, -1))  # (B * P, V)
-    pair_logits = model.cls.seq_relationship(out.pooler_output) if need_pair else None  # (B, 2)
-    return PretrainOutputs(mlm_logits, pair_logits, hidden)
 
 
 def _seed_of(base: int, name: str) -> int:

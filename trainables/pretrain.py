@@ -17,6 +17,7 @@ output is a stock Hugging Face checkpoint plus ``run.json`` (``trainables.checkp
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -43,11 +44,12 @@ from trainables.data.batches import Loader, Position, SpecialIds, StepBatch, Ste
 from trainables.data.prepare import open_prepared
 from trainables.data.samples import Samples
 from trainables.data.shards import PreparedCorpus
+from trainables.data.text import CorpusError
 from trainables.data.tokenizer import cache_root
 from trainables.intrinsic import EvalSets, as_report, build_eval_sets, evaluate_intrinsic
 from trainables.model import PretrainModel, build_model, count_parameters, freeze_unused
-from trainables.objectives import OBJECTIVES, get_objective, total_loss
-from trainables.presets import check_epochs
+from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
+from trainables.presets import PRESETS, build_config, check_epochs
 from trainables.runtime import autocast as build_autocast
 from trainables.runtime import build_adamw, enable_tf32, resolve_device, use_deterministic_kernels
 
@@ -379,7 +381,43 @@ def none_checkpoint(cfg: ExperimentConfig) -> Path:
     return out
 
 
-if __name__ == "__main__":
-    from trainables.pretrain_cli import main
+# --- the command line: one variant of a preset, with --corpus, --seed and --set overrides, into --out;
+# resumes what --out holds
 
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m trainables.pretrain", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--variant", default="full", help=f"one of: {', '.join(VARIANTS)}")
+    p.add_argument("--corpus", help="builtin | synthetic | PATH | hub:NAME[:CONFIG] (sets data.corpus)")
+    p.add_argument("--seed", type=int, help="pretraining seed (sets run.seed)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="dotted override, e.g. objective.mask_ratio=0.3 (repeatable)")
+    p.add_argument("--out", required=True, help="output directory (a Hugging Face checkpoint + run.json)")
+    p.add_argument("--no-resume", action="store_true", help="start over even if OUT holds a resumable state")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    overrides = list(args.overrides)
+    if args.corpus:
+        overrides.insert(0, f"data.corpus={args.corpus}")
+    if args.seed is not None:
+        overrides.insert(0, f"run.seed={args.seed}")
+    try:
+        cfg = build_config(args.preset, args.variant, overrides)
+
+        def report(metrics, checkpoint_dir=None):
+            shown = {k: v for k, v in metrics.items() if k in ("step", "tokens_per_s", "eval/mlm_acc", "eval/pair_acc_nsp")
+                     or k.startswith("loss/")}
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()), flush=True)
+
+        result = run_pretraining(cfg, args.out, report, resume=not args.no_resume)
+    except (ConfigError, CorpusError, NonFiniteLossError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"out": result.out_dir, "steps": result.steps, "tokens_seen": result.tokens_seen,
+                      "wall_time_s": round(result.wall_time_s, 2), **result.metrics}))
+    return 0
+
+
+
+if __name__ == "__main__":
     sys.exit(main())

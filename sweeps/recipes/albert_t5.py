@@ -10,7 +10,7 @@ paper's text (Table 5: None 88.6/81.5 78.1/75.3 81.5 89.9 61.7 79.0; NSP 88.4/81
 """
 
 from analysis.paper import PaperContrast
-from sweeps.recipes import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
+from sweeps.recipes.base import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
 
 # (None, NSP, SOP): SQuAD1.1 F1, MNLI, SST-2 and the five-task average (SQuAD1.1, SQuAD2.0, MNLI, SST-2, RACE)
 _PAPER = {"SQuAD1.1": (88.6, 88.4, 89.3), "MNLI": (81.5, 81.6, 82.0), "SST-2": (89.9, 91.1, 90.3),

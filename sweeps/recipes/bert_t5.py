@@ -8,7 +8,7 @@ from the NAACL PDF: BERT-base 84.4 88.4 86.7 92.7 88.5; No NSP 83.9 84.9 86.5 92
 """
 
 from analysis.paper import PaperContrast
-from sweeps.recipes import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
+from sweeps.recipes.base import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
 
 _PAPER = {"MNLI-m": (84.4, 83.9), "QNLI": (88.4, 84.9), "MRPC": (86.7, 86.5), "SST-2": (92.7, 92.6),
           "SQuAD": (88.5, 87.9)}

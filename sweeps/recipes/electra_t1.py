@@ -11,7 +11,7 @@ verified=True.
 """
 
 from analysis.paper import PaperContrast
-from sweeps.recipes import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
+from sweeps.recipes.base import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
 
 _FLOPS = ("optim.budget=flops",)
 

@@ -8,7 +8,7 @@ Numbers read in the paper's Table 2 text (SQuAD 1.1/2.0 F1, MNLI-m, SST-2, RACE)
 """
 
 from analysis.paper import PaperContrast
-from sweeps.recipes import Citation, Recipe, RecipeVariant
+from sweeps.recipes.base import Citation, Recipe, RecipeVariant
 
 # (SQuAD 2.0 F1, MNLI-m, SST-2, RACE) per format (Table 2; SQuAD 1.1 F1: 90.4, 88.7, 90.4, 90.6)
 _PAPER = {"SEGMENT-PAIR": (78.7, 84.0, 92.9, 64.2), "SENTENCE-PAIR": (76.2, 82.9, 92.1, 63.0),

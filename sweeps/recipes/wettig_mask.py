@@ -11,7 +11,7 @@ et al. 2021) is reproduced from memory, as are its numbers (MNLI 84.2 at 15% vs 
 """
 
 from analysis.paper import PaperContrast
-from sweeps.recipes import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
+from sweeps.recipes.base import HUB_WIKI, QUICK, SMOKE, Citation, Recipe, RecipeVariant, Scale
 
 RECIPE = Recipe(
     name="wettig-mask",

@@ -12,7 +12,7 @@ from trainables.data.samples import IGNORE
 from trainables.model import build_model, forward_pretraining
 from trainables.objectives import VARIANTS, mlm_loss, pair_loss, total_loss
 from trainables.pretrain import build_pretraining_data, run_pretraining
-from trainables.pretrain_cli import main as _cli
+from trainables.pretrain import main as _cli
 
 
 def _cfg(tmp_path, variant="full", *extra):

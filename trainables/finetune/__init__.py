@@ -22,13 +22,14 @@ regression, scored on dev.
 
     api.py       run_finetuning, finetune_one, FinetuneResult, write_tables
     heads.py     Checkpoint, build_head_model, load_encoder
+    inputs.py    encode_split (rows -> model inputs), score (predictions -> metrics)
     loop.py      train_model, predict_logits, collate, model_batch (prepared mask), read_back (batched .cpu())
     probe.py     run_probe, probe_one
     __main__.py  the command line
 """
 
-from trainables.finetune.api import (MODES, FinetuneResult, encode_split, finetune_one, run_finetuning,  # noqa: F401
-                                     score, write_tables)
+from trainables.finetune.api import MODES, FinetuneResult, finetune_one, run_finetuning, write_tables  # noqa: F401
 from trainables.finetune.heads import Checkpoint, build_head_model, load_encoder  # noqa: F401
+from trainables.finetune.inputs import encode_split, score  # noqa: F401
 from trainables.finetune.loop import collate, predict_logits, train_model  # noqa: F401
 from trainables.finetune.probe import probe_one, run_probe  # noqa: F401

@@ -22,15 +22,15 @@ from typing import Callable
 import numpy as np
 import torch
 
-from trainables.config import ExperimentConfig, FinetuneConfig
+from trainables.config import ExperimentConfig
 from trainables.finetune.heads import Checkpoint, build_head_model, head_name, load_encoder
+from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import predict_logits, train_model
 from trainables.finetune.probe import probe_one
 from trainables.finetune.selection import select_on_dev
-from trainables.metrics import compute_metric
 from trainables.runtime import enable_tf32, resolve_device
 from trainables.schema import EvalRecord, PredictionRecord, build_table
-from trainables.task_types import Encoded, TaskError, get_task_type
+from trainables.task_types import TaskError, get_task_type
 from trainables.tasks import TaskData, TaskSpec, load_task, load_user_task, subsample, with_labels_from_train
 
 log = logging.getLogger(__name__)
@@ -62,18 +62,6 @@ def select_tables(evals, preds):
     e, p = select_on_dev(evals.to_pandas(), preds.to_pandas())
     return (pa.Table.from_pandas(e, schema=evals.schema, preserve_index=False),
             pa.Table.from_pandas(p, schema=preds.schema, preserve_index=False))
-
-
-def encode_split(data: TaskData, rows: list[dict], tok, ft: FinetuneConfig, max_pos: int, train: bool) -> Encoded:
-    """Model inputs of ``rows`` by the task's type (``TaskType.encode``)."""
-    label2id = {lab: i for i, lab in enumerate(data.spec.labels)}
-    return get_task_type(data.spec.type).encode(rows, tok, label2id, ft, max_pos, train)
-
-
-def score(spec: TaskSpec, preds: list[str], golds: list[str]) -> dict[str, float]:
-    """Every metric of the task (the first is primary)."""
-    return {m: compute_metric(m, preds, golds, **({"positive": spec.positive} if m == "f1" and spec.positive else {}))
-            for m in spec.metrics}
 
 
 def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, rows: list[dict],

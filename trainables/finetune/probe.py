@@ -17,6 +17,7 @@ import torch
 from trainables.batching import bucket_batches
 from trainables.config import ExperimentConfig
 from trainables.finetune.heads import Checkpoint, load_encoder
+from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import MODEL_KEYS, model_batch, read_back
 from trainables.runtime import autocast, enable_tf32, resolve_device
 from trainables.task_types import Encoded, TaskError, TaskType, get_task_type
@@ -56,8 +57,6 @@ def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experimen
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from trainables.finetune.api import encode_split
-
     spec, ft, tok = data.spec, cfg.finetune, ck.tokenizer
     task_type = get_task_type(spec.type)
     if task_type.probe is None:
@@ -92,8 +91,6 @@ def run_probe(checkpoint_dir: str | Path, tasks: list, cfg: ExperimentConfig, se
 
     ``tasks`` are registry names (an already-loaded ``TaskData`` is accepted too, e.g. a user task).
     """
-    from trainables.finetune.api import score
-
     if split == "test":
         log.warning("run_probe on test: use it for reporting only, never to rank or select")
     ck = Checkpoint.load(checkpoint_dir)

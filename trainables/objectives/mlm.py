@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from trainables.data.samples import IGNORE
+from trainables.forward import forward_pretraining
 from trainables.objectives.base import Objective, Variant
 
 
@@ -25,8 +26,6 @@ def mlm_loss(out, batch, options=None):
 
 @torch.no_grad()
 def mlm_metrics(model, sets, device) -> dict[str, float]:
-    from trainables.model import forward_pretraining
-
     out = {}
     for fmt, suffix in (("nsp_pairs", ""), ("single", "_single")):
         nll, correct, count = 0.0, 0, 0

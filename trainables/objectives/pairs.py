@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from trainables.data.samples import IGNORE
+from trainables.forward import forward_pretraining
 from trainables.objectives.base import Objective, Variant
 
 
@@ -23,8 +24,6 @@ def pair_loss(out, batch, options=None):
 def _accuracy(fmt: str, name: str):
     @torch.no_grad()
     def metric(model, sets, device) -> dict[str, float]:
-        from trainables.model import forward_pretraining
-
         right, total = 0, 0
         for batch in sets.plain[fmt]:
             batch = batch.to(device)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from trainables.data.masking import hash_uniform
 from trainables.data.samples import IGNORE
+from trainables.forward import forward_pretraining, key_padding_mask
 from trainables.objectives.base import Objective, Variant
 
 OPTIONS = {"generator_fraction": 0.25, "generator_weight": 1.0, "discriminator_weight": 50.0}
@@ -81,8 +82,6 @@ def _build(bert, model_cfg, options):
 def _corrupt(module: RTDModules, bert, batch, options):
     """The generator's MLM pass on the masked batch, and the batch with its samples at the masked
     positions (original tokens everywhere else) for the discriminator."""
-    from trainables.model import key_padding_mask
-
     gen = module.generator
     mask = None if batch.unpadded else key_padding_mask(gen.config, batch.attention_mask)
     hidden = gen.electra(input_ids=batch.input_ids, attention_mask=mask, token_type_ids=batch.token_type_ids
@@ -144,8 +143,6 @@ def rtd_metrics(model, sets, device) -> dict[str, float]:
     if "rtd" not in model.extras:
         return {"rtd_acc": math.nan, "rtd_auc": math.nan}
     from sklearn.metrics import roc_auc_score
-
-    from trainables.model import forward_pretraining
 
     probs, labels = [], []
     for b, (plain, masked) in enumerate(zip(sets.plain["single"], sets.masked["single"])):
