@@ -22,10 +22,15 @@ from analysis.bootstrap import Interval
 from analysis.inference import ALPHA, holm
 
 NULL_TASK = "planted_null"
-# The planted effects are read where pretraining put them, in the frozen encoder (the linear probe): fine-tuning a
-# 2-layer encoder on 1,500 examples at this budget often ends at one label (mlm_only on the lexical task), and a
-# pair task's fine-tuning reads the pooler that only the pair objectives train (issue: full - mlm_pairs).
-LEXICAL, DISCOURSE, ORDER = "planted_lexical (probe)", "planted_discourse (probe)", "planted_order (probe)"
+# MLM's effects and SOP's are read where pretraining put them, in the frozen encoder (the linear probe). NSP's is read
+# as BERT's Table 5 measured it, with MLM on both sides and fine-tuned: NSP alone learns unevenly across seeds at
+# this budget (held-out NSP accuracy 0.80-0.90, the discourse probe 0.60-0.73 against 0.46-0.52 for none), so no
+# 3-seed interval of nsp_only - none is certain; with MLM, NSP reaches 0.91-0.94 on every seed, and BERT's head
+# reads the pooler NSP trained (the frozen mean-pooled probe does not see the [CLS] relation). SOP is read alone
+# against NSP alone: with MLM on, SOP does not leave chance within 1,200 steps (held-out 0.54-0.55; MLM's gradient
+# dominates), while SOP alone reaches 0.96-1.00.
+LEXICAL, ORDER = "planted_lexical (probe)", "planted_order (probe)"
+DISCOURSE = "planted_discourse"  # fine-tuned
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,11 @@ PLANTED_EFFECTS = (
                   "content words' classes show only in their contexts; the test's words are unseen in train"),
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
                   "the same, with NSP on both sides"),
-    PlantedEffect("NSP learns discourse (nsp_only - none)", {"nsp_only": 1.0, "none": -1.0}, DISCOURSE, +1,
-                  "NSP's question on unseen documents; the test's topics and markers are unseen in train"),
+    PlantedEffect("NSP's contribution on discourse (full - mlm_only)", {"full": 1.0, "mlm_only": -1.0}, DISCOURSE, +1,
+                  "BERT's Table 5 (no NSP): NSP's question on unseen documents; their topics and markers are unseen "
+                  "in train"),
     PlantedEffect("SOP ahead of NSP on order (sop_only - nsp_only)", {"sop_only": 1.0, "nsp_only": -1.0}, ORDER,
-                  +1, "only stage markers tell the order; NSP is solved by topic alone"),
+                  +1, "only stage markers tell the order; NSP is solved by topic alone (ALBERT's argument)"),
 )
 
 
