@@ -179,6 +179,9 @@ class DataConfig:
     heldout_fraction: float = 0.02  # documents held out for intrinsic evaluation
     short_seq_prob: float = 0.1  # BERT's: sometimes build shorter segments so fine-tuning lengths are seen
     tokenizer_dir: str = ""  # empty: train a WordPiece on a sample of the corpus at preparation
+    # the evaluation tasks whose dev/test text is removed from the corpus at preparation (trainables.data.decontam):
+    # finetune (the run's finetune.tasks) | none | task names/groups as finetune.tasks takes them
+    decontaminate: str = "finetune"
     tokenizer_sample: int = 2_000_000  # sentences (the first ones, in source order) the WordPiece is trained on
     lowercase: bool = True
     hub_revision: str = ""  # hub:NAME at this revision (recorded in the fingerprint)
@@ -200,6 +203,8 @@ class DataConfig:
         require(0.0 <= self.short_seq_prob < 1.0, f"data.short_seq_prob={self.short_seq_prob} must be in [0, 1)")
         require(self.max_documents >= 0, f"data.max_documents={self.max_documents} must be >= 0 (0 = all)")
         choice("data.data_order", self.data_order, DATA_ORDERS)
+        require(bool(self.decontaminate.strip()), "data.decontaminate is empty; allowed: finetune, none, or task "
+                                                  "names/groups (as finetune.tasks)")
         require(self.tokenizer_sample >= 1000, f"data.tokenizer_sample={self.tokenizer_sample} must be >= 1000")
         require(self.loader_workers >= 0, f"data.loader_workers={self.loader_workers} must be >= 0")
         require(self.allow_epochs > 0, f"data.allow_epochs={self.allow_epochs} must be > 0")
