@@ -99,7 +99,8 @@ def fingerprint_of(data, vocab_size: int, tokenizer_dir: str = "", decontaminate
             "max_documents": data.max_documents, "tokenizer": tokenizer_spec(data, vocab_size, tokenizer_dir),
             "heldout_fraction": data.heldout_fraction, "split_seed": SPLIT_SEED, "format": shards.FORMAT_VERSION}
     if _decontaminates(data, decontaminate):
-        from trainables.data.decontam import DECON_VERSION, NGRAM, task_identity
+        from trainables.data.decontam import DECON_VERSION, NGRAM
+        from trainables.tasks.eval_texts import task_identity
 
         what["decontamination"] = {"version": DECON_VERSION, "ngram": NGRAM,
                                    "tasks": [task_identity(t) for t in sorted(set(decontaminate))]}
@@ -152,13 +153,14 @@ def _write_decontamination(dir_uri: str, tasks: Sequence[str], cache_dir: str | 
     once (the JSON last: its presence means the keys are whole; a resume reuses them). Returns what was
     checked: tasks loaded, tasks that could not be loaded offline, and the key counts."""
     from trainables.data import decontam
+    from trainables.tasks.eval_texts import load_eval_texts
 
     fs, base = shards.filesystem(dir_uri)
     path = posixpath.join(base, DECON_FILE)
     existing = shards.read_json(fs, path)
     if existing:
         return {k: v for k, v in existing.items() if k not in ("keys", "vocab")}
-    loaded, missing = decontam.load_eval_texts(sorted(set(tasks)), cache_dir)
+    loaded, missing = load_eval_texts(sorted(set(tasks)), cache_dir)
     for name, why in missing.items():
         log.warning("decontamination: task %s is not checked: %s", name, why)
     keys = sorted(decontam.contamination_keys(loaded))
