@@ -6,6 +6,7 @@ lays them out (``trainables.data.batches.layout``):
     single      [CLS] A B [SEP]          one special token fewer per row than the pair formats
     nsp_pairs   [CLS] A [SEP] B' [SEP]   B' (NSP's random segment half the time) has B's length
     sop_pairs   [CLS] A [SEP] B [SEP]    A and B swapped half the time
+    full_sentences  the step's chunks packed across document boundaries, a [SEP] between them (RoBERTa)
 
 So the content tokens, and the masked positions of each row, are the same in every format; a
 ``single`` row is one token shorter and never reaches the last position of the sequence (its position
@@ -27,6 +28,8 @@ LAYOUTS = {
     "single": "[CLS] A B [SEP]",
     "nsp_pairs": "[CLS] A [SEP] B [SEP], B replaced half the time by a random segment of B's length",
     "sop_pairs": "[CLS] A [SEP] B [SEP], A and B swapped half the time",
+    "full_sentences": "the step's chunks (A B) in batch order with a [SEP] between consecutive ones, cut into full "
+                      "rows [CLS] ... [SEP] that cross document boundaries (RoBERTa's FULL-SENTENCES)",
 }
 
 
@@ -58,6 +61,10 @@ def format_sentence(fmt: str, rows: pd.DataFrame, lengths: list[int]) -> str:
     """One sentence on what format ``fmt`` saw: its layout, its variants and its real tokens per step."""
     variants = ", ".join(sorted(rows["variant"].unique()))
     seen = f"{_per_step(rows, 'tokens_per_step')} real tokens per step"
+    if fmt == "full_sentences":
+        return (f"Input format full_sentences ({variants}): {LAYOUTS[fmt]}; {seen}: the same content tokens as "
+                "single on the same chunks plus one separator per chunk but the first, and the masked positions "
+                "rounded per packed row rather than per chunk; its rows reach the last position.")
     if fmt != "single":
         return (f"Input format {fmt} ({variants}): {LAYOUTS[fmt]}; {seen}, the same content tokens and masked "
                 "positions per row as every other format on the same chunks.")

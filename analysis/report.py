@@ -226,6 +226,7 @@ def _markdown(r: Report) -> list[str]:
     if c.epochs:
         out += ["Epochs over the pretraining corpus per run (mean): "
                 + ", ".join(f"{v} {e:.2f}" for v, e in c.epochs.items()), ""]
+    out += _corpus_section(r.export_dir)
     if c.messages:
         out += ["## Messages", ""] + [f"- {m}" for m in c.messages] + [""]
     if not c.tasks:
@@ -239,6 +240,22 @@ def _markdown(r: Report) -> list[str]:
     if r.search is not None:
         out += _search_markdown(r.search)
     return out
+
+
+def _corpus_section(export_dir: Path) -> list[str]:
+    """The pretraining corpus and what decontamination removed from it (``export/corpus.json``, written when
+    the sweep prepared it); nothing for an export without one."""
+    import json
+
+    try:
+        rec = json.loads((Path(export_dir) / "corpus.json").read_text())
+    except (OSError, ValueError):
+        return []
+    from trainables.data.prepare import decontamination_line
+
+    sizes = ", ".join(f"{rec[k]:,} {k}" for k in ("documents", "sentences", "tokens") if isinstance(rec.get(k), int))
+    return [f"Pretraining corpus: {rec.get('corpus')} ({sizes}; prepared {rec.get('fingerprint')}); "
+            f"{decontamination_line(rec.get('decontamination'))}.", ""]
 
 
 def _setup_section(export_dir: Path) -> list[str]:

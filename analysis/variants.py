@@ -2,7 +2,7 @@
 
 Contrasts are derived from these descriptions (``analysis.contrasts``), never from a list of names,
 so a new objective (a new ``<objective>_weight`` column) needs no change here. Input formats are
-``single`` | ``nsp_pairs`` | ``sop_pairs``; exports written before the split recorded ``pair``, read
+``single`` | ``nsp_pairs`` | ``sop_pairs`` | ``full_sentences``; exports written before the split recorded ``pair``, read
 as ``sop_pairs`` when the run's ``sop_weight`` > 0 and as ``nsp_pairs`` otherwise. ``none`` (all
 weights 0: the initial weights, never pretrained) has no meaningful input format.
 
@@ -18,17 +18,17 @@ import numpy as np
 import pandas as pd
 
 NONE = "none"
-INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs")
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences")
 LEGACY_PAIR = "pair"
 # The conventional order of the named variants (tables, plots); searched and other mixes after them.
-VARIANT_ORDER = ("full", "mlm_only", "mlm_pairs", "nsp_only", "sop_only", "mlm_sop", "electra", "electra_nsp",
+VARIANT_ORDER = ("full", "mlm_only", "mlm_pairs", "full_sentences", "nsp_only", "sop_only", "mlm_sop", "electra", "electra_nsp",
                  "best_mix", "custom", "domain_adapt", "before", NONE)
 _SEARCHED = VARIANT_ORDER.index("best_mix")
 # The conventional named variants as (objectives on, input format): used only to *name* a variant in a
 # message when it was not measured (contrasts are derived from what ran, not from this table).
 CONVENTIONAL: dict[str, tuple[dict[str, float], str]] = {
     "full": ({"mlm": 1, "nsp": 1}, "nsp_pairs"), "mlm_only": ({"mlm": 1}, "single"),
-    "mlm_pairs": ({"mlm": 1}, "nsp_pairs"), "nsp_only": ({"nsp": 1}, "nsp_pairs"),
+    "mlm_pairs": ({"mlm": 1}, "nsp_pairs"), "full_sentences": ({"mlm": 1}, "full_sentences"), "nsp_only": ({"nsp": 1}, "nsp_pairs"),
     "sop_only": ({"sop": 1}, "sop_pairs"), "mlm_sop": ({"mlm": 1, "sop": 1}, "sop_pairs"),
     "electra": ({"rtd": 1}, "single"), "electra_nsp": ({"rtd": 1, "nsp": 1}, "nsp_pairs"),
 }

@@ -34,20 +34,38 @@ class Context:
     progress: Progress
 
 
-def prepare_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True) -> None:
-    """Prepare the corpus once, on Ray Data over every CPU of the cluster, into ``data.prepared_root``
-    (every trial memory-maps it), refuse runs that would repeat it more than data.allow_epochs times, and
-    fetch the tasks, before trials race for them."""
-    from trainables.data.prepare import prepare_corpus
+def prepare_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = True, root: str = "") -> None:
+    """Fetch the tasks (before trials race for them, and so that the corpus can be decontaminated against
+    them), then prepare the corpus once, on Ray Data over every CPU of the cluster, into
+    ``data.prepared_root`` (every trial memory-maps it), refuse runs that would repeat it more than
+    data.allow_epochs times, and write what decontamination removed into ``<root>/export/corpus.json``
+    for the report."""
+    from trainables.data.prepare import decontamination_tasks, prepare_corpus
     from trainables.tasks import load_task
 
+    for name in task_names:
+        load_task(name, cfg.data.cache_dir or None)
     if corpus:
         d = cfg.data
         uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir or cfg.run.init_checkpoint,
-                             engine="ray")
+                             engine="ray", decontaminate=decontamination_tasks(cfg))
         check_prepared_epochs(cfg, uri)
-    for name in task_names:
-        load_task(name, cfg.data.cache_dir or None)
+        if root:
+            write_corpus_record(uri, root)
+
+
+def write_corpus_record(dir_uri: str, root: str) -> None:
+    """``<root>/export/corpus.json``: the prepared corpus's fingerprint, counts and decontamination record."""
+    import json
+    import posixpath
+
+    from sweeps.export import write_text
+    from trainables.data import shards
+
+    fs, base = shards.filesystem(dir_uri)
+    m = shards.read_json(fs, posixpath.join(base, shards.MANIFEST)) or {}
+    keep = ("fingerprint", "corpus", "documents", "sentences", "tokens", "decontamination")
+    write_text(json.dumps({k: m.get(k) for k in keep}, indent=1), root, "corpus.json")
 
 
 def train_tokens(dir_uri: str, heldout_fraction: float) -> float | None:
@@ -151,7 +169,7 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         mps_advice(args, cfg)
         init_ray(args)
         t_prep = time.time()
-        prepare_data(cfg, ctx.tasks)
+        prepare_data(cfg, ctx.tasks, root=root)
         ctx.progress.times["prepare"] = [t_prep, time.time()]
         export_dir = export(root, *sweep.run(ctx))
     except (ConfigError, CorpusError, ValueError) as e:

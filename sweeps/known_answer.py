@@ -101,7 +101,7 @@ def run_check(ctx: Context) -> str:
     args = argparse.Namespace(**{**vars(ctx.args), **sweep_defaults(PRESET, DEFAULTS), "gpus_per_trial": 0,
                                  "workers_per_trial": 1, "modes": ("finetune", "probe")})
     tasks = resolve_tasks(cfg.finetune.tasks)
-    prepare_data(cfg, tasks)
+    prepare_data(cfg, tasks, root=root)
     variants = [(name, phases.variant_config(cfg, name)) for name in parse_variants(VARIANTS)]
     measure, finetune = phases.measure_and_finetune(variants, tasks, args, root,
                                                     Progress(ctx.args.quiet, ctx.args.verbose))

@@ -33,7 +33,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from trainables.data.batches import Position, positions_from
+from trainables.data.batches import Position, full_sentence_counts, positions_from
 from trainables.data.samples import chunk_lengths
 from trainables.flops import StepShape, step_flops
 
@@ -55,8 +55,9 @@ class Budget(NamedTuple):
 
 class StepCounts(NamedTuple):
     """What a run's global batch holds per step on average: the input format sets the first (``single``
-    has one special token fewer per row than the pair formats), the mask ratio the second (the same
-    content, so the same masked positions per row, in every format)."""
+    has one special token fewer per row than the pair formats, ``full_sentences`` B - 1 separators more
+    than ``single``), the mask ratio the second (the same content, so the same masked positions per row,
+    in every one-chunk-per-row format; full_sentences rounds per row of its stream instead)."""
 
     tokens_per_step: float  # real (non-padding) tokens
     masked_per_step: float  # masked positions (0 without masking)
@@ -72,6 +73,10 @@ def step_counts(steps, n: int) -> StepCounts:
     for p in positions_from(steps, Position(0, 0, 0, 0), n):
         samples = steps.phases[p.phase]
         content = chunk_lengths(samples.chunks(p.epoch)[np.asarray(samples.order(p.epoch)[p.batch])])
+        if steps.fmt == "full_sentences":  # rows cut from the step's stream: counted as laid out
+            t, _, k = full_sentence_counts(content, samples.seq_len, ratio)
+            tokens, masked = tokens + t, masked + int(k.sum())
+            continue
         tokens += int(content.sum()) + extra * len(content)
         if ratio:
             masked += int(np.minimum(np.maximum(np.round(content * ratio), 1), content).sum())
@@ -92,6 +97,11 @@ def _shapes(samples, objective, fmt: str, batch_size: int) -> Iterator[tuple[Ste
     """Expected (shape, real tokens) of a phase's successive steps in input format ``fmt``, from chunk lengths."""
     extra = 2 if fmt == "single" else 3
     for epoch, b in phase_batches(samples):
+        if fmt == "full_sentences":
+            content = chunk_lengths(samples.chunks(epoch)[np.asarray(samples.order(epoch)[b])])
+            tokens, T, k = full_sentence_counts(content, samples.seq_len, objective.mask_ratio)
+            yield StepShape(batch_size, T, max(int(k.max()), 1)), tokens
+            continue
         lengths = chunk_lengths(samples.chunks(epoch)[np.asarray(samples.order(epoch)[b])]) + extra
         k = np.maximum(np.round((lengths - extra) * objective.mask_ratio), 1)  # masked tokens per row
         yield StepShape(batch_size, int(lengths.max()), int(k.max())), int(lengths.sum())

@@ -57,7 +57,7 @@ class ModelConfig:
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
-INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs")  # see trainables.data.batches
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences")  # see trainables.data.batches
 MASKING = ("token", "whole_word")
 DATA_ORDERS = ("per_seed", "fixed")
 BUDGETS = ("steps", "tokens", "flops")
@@ -81,7 +81,7 @@ class ObjectiveConfig:
 
     variant: str = "full"
     weights: dict[str, float] = field(default_factory=_default_weights)
-    input_format: str = "nsp_pairs"  # single (RoBERTa FULL-SENTENCES) | nsp_pairs | sop_pairs (segments A/B)
+    input_format: str = "nsp_pairs"  # single (RoBERTa DOC-SENTENCES) | nsp_pairs | sop_pairs | full_sentences
     mask_ratio: float = 0.15
     masking: str = "token"  # token | whole_word (all pieces of a word together; the ratio counted in tokens)
     mask_token_frac: float = 0.8  # of masked positions: replaced by [MASK]
@@ -108,6 +108,9 @@ class ObjectiveConfig:
             object.__setattr__(self, "input_format", f"{self.pair_task or 'nsp'}_pairs")
         choice("objective.input_format", self.input_format, INPUT_FORMATS)
         choice("objective.masking", self.masking, MASKING)
+        require(not (self.static_masking and self.input_format == "full_sentences"),
+                 "objective.static_masking=true keys each row's mask on its chunk; input_format='full_sentences' "
+                 "packs several chunks per row (RoBERTa masks dynamically): use one of them")
         for name, w in self.weights.items():
             require(w >= 0.0 and w == w, f"objective.{name}_weight={w} must be >= 0")
         require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
@@ -179,6 +182,9 @@ class DataConfig:
     heldout_fraction: float = 0.02  # documents held out for intrinsic evaluation
     short_seq_prob: float = 0.1  # BERT's: sometimes build shorter segments so fine-tuning lengths are seen
     tokenizer_dir: str = ""  # empty: train a WordPiece on a sample of the corpus at preparation
+    # the evaluation tasks whose dev/test text is removed from the corpus at preparation (trainables.data.decontam):
+    # finetune (the run's finetune.tasks) | none | task names/groups as finetune.tasks takes them
+    decontaminate: str = "finetune"
     tokenizer_sample: int = 2_000_000  # sentences (the first ones, in source order) the WordPiece is trained on
     lowercase: bool = True
     hub_revision: str = ""  # hub:NAME at this revision (recorded in the fingerprint)
@@ -200,6 +206,8 @@ class DataConfig:
         require(0.0 <= self.short_seq_prob < 1.0, f"data.short_seq_prob={self.short_seq_prob} must be in [0, 1)")
         require(self.max_documents >= 0, f"data.max_documents={self.max_documents} must be >= 0 (0 = all)")
         choice("data.data_order", self.data_order, DATA_ORDERS)
+        require(bool(self.decontaminate.strip()), "data.decontaminate is empty; allowed: finetune, none, or task "
+                                                  "names/groups (as finetune.tasks)")
         require(self.tokenizer_sample >= 1000, f"data.tokenizer_sample={self.tokenizer_sample} must be >= 1000")
         require(self.loader_workers >= 0, f"data.loader_workers={self.loader_workers} must be >= 0")
         require(self.allow_epochs > 0, f"data.allow_epochs={self.allow_epochs} must be > 0")

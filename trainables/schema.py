@@ -63,7 +63,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("mask_ratio", pa.float64(), "share of maskable tokens masked in training"),
     Column("masking", pa.string(), "masking strategy: token | whole_word", False),
     Column("input_format", pa.string(), "pretraining input: single (one segment) | nsp_pairs (A/B, B random half "
-           "the time) | sop_pairs (A/B, swapped half the time)", False),
+           "the time) | sop_pairs (A/B, swapped half the time) | full_sentences (the step's chunks packed into full "
+           "rows across documents, a [SEP] between them)", False),
     Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights, masking and (data_order per_seed) data; "
            "0..P-1 for every measured variant, and for search trials a reserved seed (10000 + run.seed) that no "
            "measurement run uses, so best_mix's measurements never include the trial the search chose"),

@@ -1,5 +1,5 @@
 """sweeps/reproduce.py: --list with citations, one-line errors, every recipe plans at every scale without
-training (the --hardware path needs no local timing), and the bert-t5 and electra-t1 smoke runs end to end
+training (the --hardware path needs no local timing), and the bert-t5, electra-t1 and roberta-t2 smoke runs end to end
 with the paper-vs-run table printed first and written (slow)."""
 
 import os
@@ -25,12 +25,26 @@ def test_list_shows_every_recipe_with_its_citation(capsys):
     assert "[unverified]" in out  # the numbers not read in the papers say so
 
 
-@pytest.mark.parametrize("argv, words", [(["nope"], "allowed: bert-t5"), (["bert-t5", "--scale", "huge"], "smoke, quick, paper"),
-                                         (["roberta-t2"], "not implemented as input formats yet")])
-def test_bad_name_scale_and_roberta_are_one_line_exit_2(argv, words, capsys):
+@pytest.mark.parametrize("argv, words", [(["nope"], "allowed: bert-t5"), (["bert-t5", "--scale", "huge"], "smoke, quick, paper")])
+def test_bad_name_and_scale_are_one_line_exit_2(argv, words, capsys):
     assert reproduce.main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+def test_every_recipe_runs():
+    assert RUNNABLE == list(RECIPES)  # roberta-t2 included, now that its formats are input formats
+
+
+def test_roberta_t2_maps_each_paper_format_to_a_registered_format():
+    from sweeps.recipes import roberta_t2
+    from trainables.objectives import VARIANTS
+
+    r = RECIPES["roberta-t2"]
+    formats = {v.paper_name: VARIANTS[v.variant].input_format for v in r.variants}
+    assert formats == {"SEGMENT-PAIR+NSP": "nsp_pairs", "FULL-SENTENCES": "full_sentences", "DOC-SENTENCES": "single"}
+    assert {VARIANTS[v.variant].weights.get("nsp", 0) > 0 for v in r.variants if "NSP" not in v.paper_name} == {False}
+    assert "SENTENCE-PAIR" in r.note and all(s.startswith("https://") for s in roberta_t2.SOURCES)
 
 
 def test_recipe_variants_are_registered_and_claims_name_them():
@@ -71,9 +85,11 @@ def test_peak_tflops_plans_without_a_named_accelerator(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, contrast, rows", [("bert-t5", "full - mlm_only", 5), ("electra-t1", "electra - full", 1)])
+@pytest.mark.parametrize("name, contrast, rows", [("bert-t5", "full - mlm_only", 5), ("electra-t1", "electra - full", 1),
+                                                  ("roberta-t2", "doc_sentences - full_sentences", 3)])
 def test_smoke_end_to_end_prints_and_writes_the_paper_table(name, contrast, rows, tmp_path):
-    """~2 minutes each on 2 cores: smoke preset, 2 variants x 3 seeds, one task (half the fine-tuning trials)."""
+    """~2 minutes each on 2 cores (roberta-t2: 3 variants): smoke preset, x 3 seeds, one task (half the fine-tuning
+    trials)."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, str(REPO / "sweeps" / "reproduce.py"), name, "--scale", "smoke", "--storage",
            str(tmp_path), "--name", "run", "--quiet", "--tasks", "sentiment"]

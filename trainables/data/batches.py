@@ -1,11 +1,20 @@
 """Batches from samples: the layout of each input format, masking, and the loader that runs ahead.
 
-    single      [CLS] A B [SEP]               token types 0 (RoBERTa's FULL-SENTENCES: no pair structure)
-    nsp_pairs   [CLS] A [SEP] B' [SEP]         B' is NSP's random segment for label-1 chunks
-    sop_pairs   [CLS] A [SEP] B [SEP]          A and B swapped for label-1 chunks
+    single          [CLS] A B [SEP]            one chunk per row, token types 0 (RoBERTa's DOC-SENTENCES)
+    nsp_pairs       [CLS] A [SEP] B' [SEP]     B' is NSP's random segment for label-1 chunks (SEGMENT-PAIR)
+    sop_pairs       [CLS] A [SEP] B [SEP]      A and B swapped for label-1 chunks
+    full_sentences  [CLS] ...stream... [SEP]   RoBERTa's FULL-SENTENCES: the step's chunks (A B each) in batch
+                                               order, a [SEP] between consecutive chunks, cut into the step's
+                                               rows of seq_len - 2 stream tokens: every row but the stream's
+                                               last is full (it reaches position seq_len - 1) and crosses a
+                                               document boundary; rows past the stream's end are [CLS] [SEP]
 
 Every variant of one seed reads the same chunks in the same batches (``trainables.data.samples``); a
-format only lays them out. ``StepData`` turns a training position into its masked global batch (a pure
+format only lays them out. The rule, per step of B chunks with C content tokens (A and B): single
+holds C + 2B real tokens; nsp_pairs and sop_pairs C + 3B (NSP's B' has B's length); full_sentences
+C + (B - 1) + 2B (the separators, and each row's [CLS] and [SEP]). single, sop_pairs and
+full_sentences hold exactly the same content tokens (the same (document, offset) multiset); nsp_pairs
+the same A tokens and, for label-1 chunks, as many tokens of another document in place of B. ``StepData`` turns a training position into its masked global batch (a pure
 function of the position, so a resumed run and any number of workers see the same); ``Loader`` builds
 the batches of the coming steps in a background thread (or DataLoader worker processes), pinned for a
 non-blocking copy on CUDA, so a step never waits on the CPU.
@@ -25,7 +34,8 @@ from trainables.data.samples import IGNORE, Samples
 from trainables.data.shards import PreparedCorpus
 from trainables.flops import StepShape
 
-INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs")
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences")
+ROW_PER_CHUNK = ("single", "nsp_pairs", "sop_pairs")  # one chunk per row (static masks key on the chunk)
 STATIC_KEY = 1 << 40  # static masks key on the chunk: a key space apart from (step, row)
 
 
@@ -64,10 +74,79 @@ class PretrainBatch(NamedTuple):
     doc: np.ndarray  # each row's document (the control tests compare these across variants)
 
 
-def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, chunk_index: np.ndarray) -> PretrainBatch:
-    """Chunks -> padded model inputs of the input format ``fmt``."""
+def check_format(fmt: str) -> None:
     if fmt not in INPUT_FORMATS:
         raise ValueError(f"input format {fmt!r} is not valid; allowed: {', '.join(INPUT_FORMATS)}")
+
+
+def full_sentence_rows(lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """(stream tokens, separators) of each of the B rows of full_sentences for chunks of ``lengths`` content
+    tokens: the stream (the chunks in order, a [SEP] between consecutive ones) cut into rows of seq_len - 2.
+    It always fits: a chunk has at most seq_len - 3 content tokens, so C + B - 1 <= B (seq_len - 2) - 1."""
+    lengths = np.asarray(lengths, np.int64)
+    B, width = len(lengths), seq_len - 2
+    total = int(lengths.sum()) + max(B - 1, 0)
+    tokens = np.clip(total - np.arange(B) * width, 0, width)
+    seps = np.bincount((np.cumsum(lengths + 1)[:-1] - 1) // width, minlength=B)[:B]
+    return tokens, seps
+
+
+def full_sentence_counts(lengths: np.ndarray, seq_len: int, ratio: float | None) -> tuple[int, int, np.ndarray]:
+    """(real tokens, padded length, masked tokens per row) of a full_sentences step whose chunks have
+    ``lengths`` content tokens, as ``layout`` and ``mask_counts`` make them (the budget plans with it)."""
+    tokens, seps = full_sentence_rows(lengths, seq_len)
+    content = tokens - seps
+    masked = np.minimum(np.maximum(np.round(content * ratio).astype(np.int64), 1), content) if ratio else \
+        np.zeros(len(content), np.int64)
+    return int(tokens.sum()) + 2 * len(tokens), int(tokens.max()) + 2, masked
+
+
+def _full_sentences(corpus: PreparedCorpus, rows: np.ndarray, sp: SpecialIds, seq_len: int):
+    """(ids, attention, sources, first chunk of each row) of full_sentences; sources: each position's global
+    token offset in the corpus, -1 for special tokens and padding."""
+    ids_parts, src_parts, owner = [], [], []
+    for i, c in enumerate(rows):
+        if i:
+            ids_parts.append(np.array([sp.sep], np.int64))
+            src_parts.append(np.array([-1], np.int64))
+            owner.append(np.array([-1], np.int64))
+        for s0, s1 in ((int(c["a0"]), int(c["a1"])), (int(c["b0"]), int(c["b1"]))):
+            ids_parts.append(np.asarray(corpus.span(s0, s1), np.int64))
+            src_parts.append(np.arange(s0, s1, dtype=np.int64))
+            owner.append(np.full(s1 - s0, i, np.int64))
+    stream, sources, chunk_of = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (ids_parts, src_parts, owner))
+    B, width = len(rows), seq_len - 2
+    if len(stream) > B * width:  # cannot happen for chunks of at most seq_len - 3 tokens
+        raise ValueError(f"full_sentences: {len(stream)} stream tokens do not fit {B} rows of {seq_len}")
+    n = np.clip(len(stream) - np.arange(B) * width, 0, width)
+    T = int(n.max()) + 2 if B else 2
+    ids = np.full((B, T), sp.pad, np.int64)
+    src = np.full((B, T), -1, np.int64)
+    first = np.full(B, -1, np.int64)
+    ids[:, 0] = sp.cls
+    for r in range(B):
+        piece = slice(r * width, r * width + int(n[r]))
+        ids[r, 1:1 + n[r]], src[r, 1:1 + n[r]] = stream[piece], sources[piece]
+        ids[r, 1 + n[r]] = sp.sep
+        owners = chunk_of[piece][chunk_of[piece] >= 0]
+        first[r] = owners[0] if len(owners) else -1
+    attention = (np.arange(T)[None, :] < (n + 2)[:, None]).astype(np.int64)
+    return ids, attention, src, first
+
+
+def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, chunk_index: np.ndarray,
+           seq_len: int | None = None) -> PretrainBatch:
+    """Chunks -> padded model inputs of the input format ``fmt`` (``seq_len``: the row length full_sentences
+    cuts its stream into; the one-chunk-per-row formats do not read it)."""
+    check_format(fmt)
+    if fmt == "full_sentences":
+        if seq_len is None:
+            raise ValueError("input format 'full_sentences' needs seq_len: the length its rows are cut to")
+        ids, attention, _, first = _full_sentences(corpus, rows, sp, seq_len)
+        chunk_index = np.asarray(chunk_index, np.int64)
+        return PretrainBatch(ids, np.zeros_like(ids), attention, np.full(len(rows), IGNORE, np.int64),
+                             np.where(first >= 0, chunk_index[np.maximum(first, 0)], -1),
+                             np.where(first >= 0, rows["doc"][np.maximum(first, 0)], -1))
     segments = []
     for c in rows:
         a, b = corpus.span(int(c["a0"]), int(c["a1"])), corpus.span(int(c["b0"]), int(c["b1"]))
@@ -95,6 +174,31 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
     labels = np.full(len(rows), IGNORE, np.int64) if fmt == "single" else \
         rows["nsp" if fmt == "nsp_pairs" else "sop"].astype(np.int64)
     return PretrainBatch(ids, types, attention, labels, np.asarray(chunk_index, np.int64), rows["doc"].copy())
+
+
+def layout_sources(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, seq_len: int, sp: SpecialIds) -> np.ndarray:
+    """(B, T) the global corpus offset of the token at each position of ``layout``'s ids (-1: special or
+    padding): what the controls' tests compare across formats, step by step."""
+    check_format(fmt)
+    if fmt == "full_sentences":
+        return _full_sentences(corpus, rows, sp, seq_len)[2]
+    spans = []
+    for c in rows:
+        a, b = (int(c["a0"]), int(c["a1"])), (int(c["b0"]), int(c["b1"]))
+        if fmt == "nsp_pairs" and c["nsp"] == 1:
+            b = (int(c["r0"]), int(c["r1"]))
+        elif fmt == "sop_pairs" and c["sop"] == 1:
+            a, b = b, a
+        spans.append((a, b))
+    extra = 2 if fmt == "single" else 3
+    T = max((a[1] - a[0]) + (b[1] - b[0]) + extra for a, b in spans)
+    src = np.full((len(rows), T), -1, np.int64)
+    for i, (a, b) in enumerate(spans):
+        n = 1 + a[1] - a[0]
+        src[i, 1:n] = np.arange(*a)
+        n += 0 if fmt == "single" else 1
+        src[i, n:n + b[1] - b[0]] = np.arange(*b)
+    return src
 
 
 def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed: int, keys: np.ndarray,
@@ -172,6 +276,9 @@ class StepData:
         self.corpus, self.phases, self.fmt, self.sp, self.seed = corpus, phases, fmt, sp, seed
         self.masking, self.phase2_from, self.continuation = masking, phase2_from, continuation
         self.static_shape = static_shape
+        check_format(fmt)
+        if fmt not in ROW_PER_CHUNK and any(s.static for s in phases):
+            raise ValueError(f"static masking keys on one chunk per row; input format {fmt!r} packs several")
 
     def next(self, p: Position) -> Position:
         step, phase, epoch, b = p.step + 1, p.phase, p.epoch, p.batch + 1
@@ -195,7 +302,7 @@ class StepData:
         are masked, each keyed on its row in the global batch, so masks do not depend on ``world``."""
         samples = self.phases[p.phase]
         idx, chunks = samples.batch_chunks(p.epoch, p.batch)
-        laid = layout(self.corpus, chunks, self.fmt, self.sp, idx)
+        laid = layout(self.corpus, chunks, self.fmt, self.sp, idx, seq_len=samples.seq_len)
         B, T = laid.input_ids.shape
         ratio = self.masking["ratio"] if self.masking else None
         P = int(mask_counts(laid.input_ids, laid.attention_mask, self.sp.first_regular, ratio).max()) if ratio else 1

@@ -6,8 +6,6 @@ Pure functions of ``raw/`` (``trainables.data.builtin`` fetches it, caches what 
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, NamedTuple
@@ -15,6 +13,7 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 from trainables.data import parsers
+from trainables.data.decontam import contamination_keys, decontaminate, norm_key  # noqa: F401 (re-exported)
 from trainables.data.fetch import FetchError
 from trainables.data.text import Document, split_sentences
 
@@ -82,12 +81,7 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
 # --- cache location and locking --------------------------------------------------------------
 
 
-# --- normalisation, splitting, decontamination -----------------------------------------------
-
-
-def norm_key(text: str) -> str:
-    """Comparison key: NFKC, case-folded, letters and digits only (so tokenised and raw text match)."""
-    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text).casefold())
+# --- splitting (normalisation and decontamination: trainables.data.decontam) ------------------
 
 
 def dedupe(items: Iterable, key) -> list:
@@ -127,33 +121,6 @@ def _by_split(rows: list[dict], split_of: list[str]) -> dict[str, list[dict]]:
     for row, s in zip(rows, split_of):
         out[s].append(row)
     return out
-
-
-def contamination_keys(tasks: dict[str, dict[str, list[dict]]]) -> set[str]:
-    """Keys of every dev/test text, whole and sentence by sentence (tagging rows joined by spaces)."""
-    keys: set[str] = set()
-    for splits in tasks.values():
-        for split in ("dev", "test"):
-            for row in splits[split]:
-                texts = [" ".join(row["tokens"])] if "tokens" in row else \
-                    [row[f] for f in ("text", "text_a", "text_b") if f in row]
-                for text in texts:
-                    pieces = [text] + [s for line in text.split("\n") for s in [line, *split_sentences(line)]]
-                    keys.update(k for k in map(norm_key, pieces) if k)
-    return keys
-
-
-def decontaminate(docs: list[Document], keys: set[str]) -> tuple[list[Document], dict[str, int]]:
-    """Drop every sentence whose key is in ``keys`` (and documents left empty); counts per source."""
-    out, removed, dropped = [], defaultdict(int), defaultdict(int)
-    for d in docs:
-        kept = [s for s in d.sentences if norm_key(s) not in keys]
-        removed[d.source] += len(d.sentences) - len(kept)
-        if kept:
-            out.append(Document(d.doc_id, d.source, kept))
-        else:
-            dropped[d.source] += 1
-    return out, {"removed": dict(removed), "dropped": dict(dropped)}
 
 
 # --- task builders (raw files -> rows) -------------------------------------------------------

@@ -14,6 +14,12 @@
    shard with its done marker, so no process holds more than one unit's tokens, whatever the corpus
    size. A killed preparation resumes: finished shards are kept (if the marker names the same unit),
    half-written ones are redone.
+   Before tokenizing, each unit is decontaminated (``trainables.data.decontam``): sentences that are, or
+   share a 13-word n-gram with, dev/test text of the evaluation tasks (``data.decontaminate``; by default
+   the run's ``finetune.tasks``) are removed, documents left empty dropped, and counted in the shard's marker.
+   The evaluation keys are built once, written into the folder beside the tokenizer (a resume reuses them),
+   and read by every worker. The requested tasks are part of the fingerprint (a preparation against other
+   tasks is another folder); which of them could be loaded offline, and so were checked, is in the manifest.
 4. The global offsets, the held-out documents and the manifest are written last.
 
 The prepared folder is ``<data.prepared_root or cache>/prepared/<fingerprint>/`` (local, file://,
@@ -31,7 +37,7 @@ import posixpath
 import shutil
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -63,12 +69,41 @@ def tokenizer_spec(data, vocab_size: int, tokenizer_dir: str = "") -> dict:
     return {"wordpiece": vocab_size, "lowercase": data.lowercase, "sample": data.tokenizer_sample}
 
 
-def fingerprint_of(data, vocab_size: int, tokenizer_dir: str = "") -> tuple[str, dict]:
-    """(fingerprint, what it hashes): the source's identity, the subset, the tokenizer, the split."""
+def decontamination_tasks(cfg) -> list[str]:
+    """The evaluation tasks a run's corpus is decontaminated against: ``data.decontaminate`` = finetune (the
+    run's ``finetune.tasks``), none, or task names/groups as ``finetune.tasks`` takes them."""
+    from trainables.tasks import TaskError, resolve_tasks
+
+    spec = cfg.data.decontaminate.strip()
+    if spec == "none":
+        return []
+    try:
+        return resolve_tasks(cfg.finetune.tasks if spec == "finetune" else spec)
+    except TaskError as e:
+        what = f"finetune.tasks={cfg.finetune.tasks!r}" if spec == "finetune" else f"data.decontaminate={spec!r}"
+        raise CorpusError(f"{what}: {e}; data.decontaminate also allows finetune (the default) and none") from None
+
+
+def _decontaminates(data, tasks: Sequence[str]) -> bool:
+    """Preparation decontaminates every corpus but the built-in one (cleaned when it is built, against the
+    six built-in tasks: its preparation and fingerprint stay as they were)."""
+    return bool(tasks) and data.corpus != "builtin"
+
+
+def fingerprint_of(data, vocab_size: int, tokenizer_dir: str = "", decontaminate: Sequence[str] = ()
+                   ) -> tuple[str, dict]:
+    """(fingerprint, what it hashes): the source's identity, the subset, the tokenizer, the split, and the
+    evaluation tasks it is decontaminated against (by name and version: O(1), the same on every node)."""
     what = {"source": source_identity(data.corpus, text_column=data.text_column, hub_split=data.hub_split,
                                       hub_revision=data.hub_revision, cache_dir=data.cache_dir or None),
             "max_documents": data.max_documents, "tokenizer": tokenizer_spec(data, vocab_size, tokenizer_dir),
             "heldout_fraction": data.heldout_fraction, "split_seed": SPLIT_SEED, "format": shards.FORMAT_VERSION}
+    if _decontaminates(data, decontaminate):
+        from trainables.data.decontam import DECON_VERSION, NGRAM
+        from trainables.tasks.eval_texts import task_identity
+
+        what["decontamination"] = {"version": DECON_VERSION, "ngram": NGRAM,
+                                   "tasks": [task_identity(t) for t in sorted(set(decontaminate))]}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16], what
 
 
@@ -108,6 +143,58 @@ def _write_tokenizer(dir_uri: str, units: list[Unit], data, vocab_size: int, tok
     shards.write_bytes(fs, existing, text.encode())
     shutil.rmtree(tmp, ignore_errors=True)
     return text
+
+
+DECON_FILE, DECON_GRAMS = "decontamination.json", "decontamination.grams.npy"
+
+
+def _write_decontamination(dir_uri: str, tasks: Sequence[str], cache_dir: str | None) -> dict:
+    """The evaluation keys (sentences and n-grams of the tasks' dev/test text), written into the folder
+    once (the JSON last: its presence means the keys are whole; a resume reuses them). Returns what was
+    checked: tasks loaded, tasks that could not be loaded offline, and the key counts."""
+    from trainables.data import decontam
+    from trainables.tasks.eval_texts import load_eval_texts
+
+    fs, base = shards.filesystem(dir_uri)
+    path = posixpath.join(base, DECON_FILE)
+    existing = shards.read_json(fs, path)
+    if existing:
+        return {k: v for k, v in existing.items() if k not in ("keys", "vocab")}
+    loaded, missing = load_eval_texts(sorted(set(tasks)), cache_dir)
+    for name, why in missing.items():
+        log.warning("decontamination: task %s is not checked: %s", name, why)
+    keys = sorted(decontam.contamination_keys(loaded))
+    vocab, grams = decontam.build_ngrams(decontam.eval_texts(loaded))
+    shards.write_bytes(fs, posixpath.join(base, DECON_GRAMS), shards.npy_bytes(grams))
+    meta = {"version": decontam.DECON_VERSION, "method": f"exact normalised sentence + {decontam.NGRAM}-gram overlap",
+            "ngram": decontam.NGRAM, "tasks_requested": sorted(set(tasks)), "tasks_checked": sorted(loaded),
+            "tasks_unavailable": missing, "eval_sentence_keys": len(keys), "eval_ngrams": int(len(grams))}
+    shards.write_bytes(fs, path, json.dumps({**meta, "keys": keys, "vocab": vocab}).encode())
+    return meta
+
+
+_DECONTAMINATORS: dict[str, object] = {}  # per worker process: the keys are read once per folder
+
+
+def _decontaminator(dir_uri: str):
+    from trainables.data.decontam import Decontaminator
+
+    if dir_uri not in _DECONTAMINATORS:
+        fs, base = shards.filesystem(dir_uri)
+        meta = shards.read_json(fs, posixpath.join(base, DECON_FILE))
+        if meta is None:
+            raise CorpusError(f"{dir_uri}: {DECON_FILE} is missing; delete the folder and prepare again")
+        grams = shards._read_npy(fs, posixpath.join(base, DECON_GRAMS))
+        _DECONTAMINATORS.clear()
+        _DECONTAMINATORS[dir_uri] = (meta["keys"], meta["vocab"], grams, meta["ngram"])
+    keys, vocab, grams, n = _DECONTAMINATORS[dir_uri]
+    return Decontaminator(keys, vocab, grams, n)
+
+
+def source_name(unit: Unit) -> str:
+    """What the manifest counts decontamination per: the file, the hub dataset, or the generator."""
+    return unit.path if unit.kind in ("txt", "jsonl", "parquet") else \
+        f"hub:{unit.path}" + (f":{unit.config}" if unit.config else "") if unit.kind == "hub" else unit.kind
 
 
 ENCODE_BATCH = 4096  # sentences encoded at a time: a unit's Encoding objects never all exist at once
@@ -157,26 +244,33 @@ def _file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def tokenize_unit(unit: dict, dir_uri: str, tokenizer_json: str, vocab_size: int, text_column: str) -> dict:
-    """One worker's job: stream a unit, tokenize its sentences, write its shard; returns the shard's meta.
-    Imports nothing heavy (a Ray Data task or a local process runs it)."""
+def tokenize_unit(unit: dict, dir_uri: str, tokenizer_json: str, vocab_size: int, text_column: str,
+                  decontaminate: bool = False) -> dict:
+    """One worker's job: stream a unit, decontaminate it (with the keys in the folder), tokenize its
+    sentences, write its shard; returns the shard's meta. Imports nothing heavy (a Ray Data task or a local
+    process runs it)."""
     from tokenizers import Tokenizer
 
     groups = unit.get("groups")
     unit = Unit(**{**unit, "groups": tuple(int(g) for g in groups) if groups is not None else ()})
     tok = Tokenizer.from_str(tokenizer_json)
-    tokens, lengths, doc_sentences = _encode(tok, read_unit(unit, text_column), shards.token_dtype(vocab_size))
+    docs, cleaner = read_unit(unit, text_column), None
+    if decontaminate:
+        cleaner = _decontaminator(dir_uri)
+        docs = cleaner.clean(docs)
+    tokens, lengths, doc_sentences = _encode(tok, docs, shards.token_dtype(vocab_size))
     sources = {}
     if unit.kind in ("txt", "jsonl", "parquet") and unit.groups[:1] in ((), (0,)) and unit.start == 0:
         sources[unit.path] = _file_sha256(unit.path)  # once per file: by the unit that starts it
     meta = shards.write_shard(dir_uri, unit.id, tokens, np.asarray(lengths, np.int64),
-                              np.asarray(doc_sentences, np.int64), sources, unit=unit_key(unit))
+                              np.asarray(doc_sentences, np.int64), sources, unit=unit_key(unit),
+                              decontamination={source_name(unit): cleaner.counts} if cleaner else None)
     return dict(meta.__dict__)
 
 
 def _run_units(todo: list[Unit], dir_uri: str, tok_json: str, vocab_size: int, text_column: str, engine: str,
-               workers: int) -> list[dict]:
-    args = (dir_uri, tok_json, vocab_size, text_column)
+               workers: int, decontaminate: bool = False) -> list[dict]:
+    args = (dir_uri, tok_json, vocab_size, text_column, decontaminate)
     if engine == "ray":
         import ray
 
@@ -226,12 +320,13 @@ def _check_writable(root: str) -> None:
 
 
 def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: str = "auto", workers: int = 0,
-                   cache_dir: str | None = None) -> str:
-    """Prepare (or find prepared) ``data.corpus``; returns the prepared folder's URI."""
+                   cache_dir: str | None = None, decontaminate: Sequence[str] = ()) -> str:
+    """Prepare (or find prepared) ``data.corpus``, decontaminated against the dev/test text of the tasks
+    ``decontaminate`` (names; ``decontamination_tasks(cfg)`` gives a run's); returns the prepared folder's URI."""
     if engine not in ENGINES:
         raise CorpusError(f"engine={engine!r} is not valid; allowed: {', '.join(ENGINES)}")
     root = prepared_root(data, cache_dir)
-    fp, what = fingerprint_of(data, vocab_size, tokenizer_dir)
+    fp, what = fingerprint_of(data, vocab_size, tokenizer_dir, decontaminate)
     dir_uri = f"{root.rstrip('/')}/{fp}"
     fs, base = shards.filesystem(dir_uri)
     if shards.read_json(fs, posixpath.join(base, shards.MANIFEST)):
@@ -247,6 +342,8 @@ def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: st
             raise CorpusError(f"corpus {data.corpus!r} has no documents with text; nothing to train on")
         fs.create_dir(base, recursive=True)
         tok_json = _write_tokenizer(dir_uri, units, data, vocab_size, tokenizer_dir)
+        decon = _write_decontamination(dir_uri, decontaminate, data.cache_dir or None) \
+            if _decontaminates(data, decontaminate) else None
         # a marker of another unit (a preparation begun by code that cut the source otherwise) is redone
         markers = shards.done_shards(dir_uri)
         done = {u.id: markers[u.id] for u in units if u.id in markers and markers[u.id].unit == unit_key(u)}
@@ -256,7 +353,7 @@ def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: st
         n = workers or os.cpu_count() or 1
         log.info("preparing %s: %d units (%d already done) on %s with %s", data.corpus, len(units), len(done),
                  engine, "the cluster" if engine == "ray" else f"{n} process(es)")
-        metas = _run_units(todo, dir_uri, tok_json, vocab_size, data.text_column, engine, n)
+        metas = _run_units(todo, dir_uri, tok_json, vocab_size, data.text_column, engine, n, decon is not None)
         done.update({m["shard"]: shards.ShardMeta(**m) for m in metas})
         if not sum(done[u.id].n_documents for u in units):
             raise CorpusError(f"corpus {data.corpus!r} has no documents with text; nothing to train on")
@@ -266,11 +363,55 @@ def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: st
         manifest = {"fingerprint": fp, "identity": what, "corpus": data.corpus, "vocab_size": tok.get_vocab_size(),
                     "token_dtype": shards.token_dtype(vocab_size).name,
                     "tokenizer_sha256": hashlib.sha256(tok_json.encode()).hexdigest(), "engine": engine,
-                    "prepare_seconds": round(time.perf_counter() - t0, 2)}
+                    "prepare_seconds": round(time.perf_counter() - t0, 2),
+                    "decontamination": _decontamination_summary(data, decon, [done[u.id] for u in units])}
         full = shards.finalize(dir_uri, [done[u.id] for u in units], data.heldout_fraction, SPLIT_SEED, manifest)
+        log.info("%s", decontamination_line(manifest["decontamination"]))
         log.info("prepared %s: %d documents, %d sentences, %d tokens in %.1f s -> %s", data.corpus,
                  full["documents"], full["sentences"], full["tokens"], full["prepare_seconds"], dir_uri)
     return dir_uri
+
+
+def _decontamination_summary(data, decon: dict | None, metas: list[shards.ShardMeta]) -> dict:
+    """The manifest's record: what was checked, and per source and in total what was removed."""
+    if data.corpus == "builtin":
+        from trainables.data.builtin import describe_builtin
+        from trainables.data.builtin_build import BUILTIN_TASKS
+
+        stats = describe_builtin(data.cache_dir or None)
+        return {"applied": "when the built-in corpus was built (trainables.data.builtin)",
+                "method": "exact normalised sentence", "tasks_checked": sorted(BUILTIN_TASKS),
+                "totals": {"sentences_exact": stats.get("decontaminated_sentences_removed", 0), "sentences_ngram": 0,
+                           "documents_dropped": stats.get("decontaminated_documents_dropped", 0)}}
+    if decon is None:
+        return {"applied": "no (no evaluation tasks: data.decontaminate=none)", "tasks_checked": []}
+    per: dict[str, dict[str, int]] = {}
+    for m in metas:
+        for src, counts in (m.decontamination or {}).items():
+            acc = per.setdefault(src, dict.fromkeys(counts, 0))
+            for k, v in counts.items():
+                acc[k] = acc.get(k, 0) + v
+    totals = {k: sum(c.get(k, 0) for c in per.values()) for k in ("sentences_exact", "sentences_ngram",
+                                                                  "documents_dropped")}
+    return {"applied": "at preparation", **decon, "totals": totals, "sources": per}
+
+
+def decontamination_line(d: dict | None) -> str:
+    """One line for logs and reports: what was removed, checked against how many tasks."""
+    if not d:
+        return "decontamination: not recorded (prepared by an older version)"
+    tasks = d.get("tasks_checked", [])
+    if not tasks and "totals" not in d:
+        return f"decontamination: none ({d.get('applied', '')})"
+    t = d.get("totals", {})
+    removed = t.get("sentences_exact", 0) + t.get("sentences_ngram", 0)
+    line = (f"decontamination: {removed} corpus sentences matching dev/test text of {len(tasks)} task(s) removed "
+            f"({t.get('sentences_exact', 0)} exact, {t.get('sentences_ngram', 0)} by n-gram; "
+            f"{t.get('documents_dropped', 0)} documents left empty dropped)")
+    missing = d.get("tasks_unavailable") or {}
+    if missing:
+        line += f"; not checked (not loadable offline): {', '.join(sorted(missing))}"
+    return line
 
 
 def _ray_running() -> bool:
@@ -306,8 +447,10 @@ def open_prepared(cfg, *, engine: str = "auto", workers: int = 0) -> shards.Prep
     """The prepared corpus of ``cfg`` (preparing it first if needed), opened from a local folder."""
     d = cfg.data
     tokenizer_dir = d.tokenizer_dir or cfg.run.init_checkpoint  # continued pretraining keeps the model's vocabulary
+    tasks = decontamination_tasks(cfg)
     if d.prepared:
-        fp, _ = fingerprint_of(d, cfg.model.vocab_size, tokenizer_dir)
+        fp, _ = fingerprint_of(d, cfg.model.vocab_size, tokenizer_dir, tasks)
         return shards.PreparedCorpus(local_copy(d.prepared, d.cache_dir or None), expect={"fingerprint": fp})
-    dir_uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=tokenizer_dir, engine=engine, workers=workers)
+    dir_uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=tokenizer_dir, engine=engine, workers=workers,
+                             decontaminate=tasks)
     return shards.PreparedCorpus(local_copy(dir_uri, d.cache_dir or None))

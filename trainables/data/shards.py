@@ -113,6 +113,8 @@ class ShardMeta:
     sha256: str  # of the token file
     sources: dict[str, str] = field(default_factory=dict)  # source file -> content sha256 (local files)
     unit: str = ""  # the source unit it holds (``prepare.unit_key``); a resume redoes a shard of another unit
+    # source -> {sentences_exact, sentences_ngram, documents_dropped}: what decontamination removed from it
+    decontamination: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def shard_name(i: int, suffix: str) -> str:
@@ -120,7 +122,8 @@ def shard_name(i: int, suffix: str) -> str:
 
 
 def write_shard(dir_uri: str, shard: int, tokens: np.ndarray, sentence_lengths: np.ndarray,
-                doc_sentences: np.ndarray, sources: dict[str, str] | None = None, unit: str = "") -> ShardMeta:
+                doc_sentences: np.ndarray, sources: dict[str, str] | None = None, unit: str = "",
+                decontamination: dict[str, dict[str, int]] | None = None) -> ShardMeta:
     """Write one shard (flat token ids, the length of each sentence, the number of sentences of each
     document); the done marker is written last, so a half-written shard is redone on resume."""
     fs, base = filesystem(dir_uri)
@@ -136,7 +139,7 @@ def write_shard(dir_uri: str, shard: int, tokens: np.ndarray, sentence_lengths: 
     write_bytes(fs, posixpath.join(base, shard_name(shard, "sentences.npy")), npy_bytes(sentences))
     write_bytes(fs, posixpath.join(base, shard_name(shard, "documents.npy")), npy_bytes(documents))
     meta = ShardMeta(shard, len(tokens), len(sentence_lengths), len(doc_sentences),
-                     hashlib.sha256(data).hexdigest(), dict(sources or {}), unit)
+                     hashlib.sha256(data).hexdigest(), dict(sources or {}), unit, dict(decontamination or {}))
     write_bytes(fs, posixpath.join(base, shard_name(shard, "done.json")), json.dumps(meta.__dict__).encode())
     return meta
 

@@ -53,6 +53,9 @@ MLM = Objective(
     variants={"full": Variant({"mlm": 1.0, "nsp": 1.0}, "nsp_pairs", "BERT: MLM + NSP"),
               "mlm_only": Variant({"mlm": 1.0}, "single", "MLM alone on single segments (the seed's mlm_only)"),
               "mlm_pairs": Variant({"mlm": 1.0}, "nsp_pairs", "MLM alone on exactly full's inputs (same pairs, "
-                                   "same random negatives, same token types): full - mlm_pairs is the NSP loss")},
+                                   "same random negatives, same token types): full - mlm_pairs is the NSP loss"),
+              "full_sentences": Variant({"mlm": 1.0}, "full_sentences", "RoBERTa's FULL-SENTENCES: MLM alone on the "
+                                        "step's chunks packed into full rows across document boundaries, a [SEP] "
+                                        "between them (full_sentences - mlm_only is the packing)")},
 )
 REGISTER = (MLM,)
