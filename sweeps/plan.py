@@ -185,7 +185,8 @@ def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
         torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         probe = apply_overrides(cfg, {"data.corpus": "synthetic", "data.max_documents": 300, "data.cache_dir": tmp,
-                                      "data.prepared_root": "", "model.vocab_size": min(cfg.model.vocab_size, 4096)})
+                                      "data.prepared_root": "", "data.decontaminate": "none",  # timing only
+                                      "model.vocab_size": min(cfg.model.vocab_size, 4096)})
         data = build_pretraining_data(probe)
         device = resolve_device(probe.run.device)
         model = pretrain_model(probe, initial_model(probe, data)).to(device)
