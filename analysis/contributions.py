@@ -83,6 +83,9 @@ class Contributions:
     not_learned: tuple[str, ...] = ()  # tasks no variant scored above baseline on
     budget: Budget | None = None
     specs: dict[str, VariantSpec] = field(default_factory=dict)
+    # the contrasts of the tasks not learned, never called nor in any family (a negative control's truth is
+    # 0: whether its intervals cover 0 is still worth reading, analysis.known_answer)
+    unlearned: list[ContrastEstimate] = field(default_factory=list)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -279,7 +282,10 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                for d, iv in zip(defs, t.intervals[len(variants):]) if d.family == "vs_none"]
     worse, worse_flags = worse_than_none(vs_none)
     estimates = _estimates([t for t in tasks if t.learned], defs, variants, collapsed, worse)
+    unlearned = [ContrastEstimate(t.label, d, iv) for t in tasks if not t.learned
+                 for d, iv in zip(defs, t.intervals[len(variants):])]
     budget, epochs = _budget(done, evals, seeds, variants)
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
-                         {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs)
+                         {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
+                         unlearned)

@@ -80,8 +80,9 @@ class PlantedCheck:
         return sum(r.recovered for r in self.effects)
 
     def headline(self) -> str:
-        null = (f"; the null task's intervals cover 0 in {self.null_covered} of {self.null_total} contrasts"
-                if self.null_total else "; the null task: no variant beat chance on dev, as its truth says"
+        learned = "no variant beat chance on dev, as its truth says; " if self.null_not_learned else ""
+        null = (f"; the null task: {learned}its intervals cover 0 in {self.null_covered} of {self.null_total} "
+                "contrasts" if self.null_total else "; the null task: no variant beat chance on dev, as its truth says"
                 if self.null_not_learned else "")
         return f"instrument check: {self.recovered} of {len(self.effects)} planted effects recovered{null}"
 
@@ -114,7 +115,7 @@ def check_planted(contributions, effects=PLANTED_EFFECTS) -> PlantedCheck:
     p = np.array([iv.p_value if iv is not None and np.isfinite(iv.p_value) else 1.0 for iv in found])
     p_holm = holm(p) if len(p) else p
     results = [EffectResult(e, iv, float(ph)) for e, iv, ph in zip(effects, found, p_holm)]
-    null = [e.interval for e in contributions.contrasts
+    null = [e.interval for e in [*contributions.contrasts, *getattr(contributions, "unlearned", ())]
             if e.task.split(" (")[0] == NULL_TASK and np.isfinite(e.interval.lo)]
     nulls = [t for t in getattr(contributions, "not_learned", ()) if t.split(" (")[0] == NULL_TASK]
     return PlantedCheck(results, sum(iv.lo <= 0 <= iv.hi for iv in null), len(null), bool(nulls))

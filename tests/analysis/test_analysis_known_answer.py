@@ -42,3 +42,15 @@ def test_holm_over_the_planted_effects_and_unreliable_intervals_are_not_recovere
     assert not any(r.recovered for r in check_planted(SimpleNamespace(contrasts=few), effects).effects)
     missing = check_planted(SimpleNamespace(contrasts=[]), effects)
     assert missing.recovered == 0 and "not measured" in format_check(missing)
+
+
+def test_a_null_task_not_learned_still_has_its_intervals_read_against_0():
+    """The analysis leaves a task nobody learned out of every family; the check still reads whether its
+    intervals cover 0 (the negative control's truth), from the contrasts the analysis kept aside."""
+    unlearned = [_estimate("planted_null (probe)", {"full": 1.0, "none": -1.0}, _iv(0.01, 0.05, 0.7)),
+                 _estimate("planted_null", {"sop_only": 1.0, "none": -1.0}, _iv(0.09, 0.05, 0.01))]  # misses 0
+    check = check_planted(SimpleNamespace(contrasts=[], unlearned=unlearned,
+                                          not_learned=("planted_null", "planted_null (probe)")))
+    assert (check.null_covered, check.null_total) == (1, 2)
+    assert check.headline().endswith("the null task: no variant beat chance on dev, as its truth says; its intervals "
+                                     "cover 0 in 1 of 2 contrasts")
