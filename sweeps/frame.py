@@ -40,15 +40,13 @@ def prepare_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = Tr
     ``data.prepared_root`` (every trial memory-maps it), refuse runs that would repeat it more than
     data.allow_epochs times, and write what decontamination removed into ``<root>/export/corpus.json``
     for the report."""
-    from trainables.data.prepare import decontamination_tasks, prepare_corpus
+    from trainables.data.prepare import prepare_run
     from trainables.tasks import load_task
 
     for name in task_names:
         load_task(name, cfg.data.cache_dir or None)
     if corpus:
-        d = cfg.data
-        uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir or cfg.run.init_checkpoint,
-                             engine="ray", decontaminate=decontamination_tasks(cfg))
+        uri = prepare_run(cfg, engine="ray")
         check_prepared_epochs(cfg, uri)
         if root:
             write_corpus_record(uri, root)

@@ -105,13 +105,12 @@ def cold(corpus: str, root: str, workers: int) -> dict:
     tokenizer's Rayon pool, the worker processes) is pinned to that many CPUs."""
     os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:workers]))
     os.environ["RAYON_NUM_THREADS"] = str(workers)
-    from trainables.data.prepare import decontamination_tasks, prepare_corpus
+    from trainables.data.prepare import prepare_run
     from trainables.data.shards import PreparedCorpus
 
     cfg = _cfg(corpus, root)
     t0 = time.perf_counter()
-    uri = prepare_corpus(cfg.data, cfg.model.vocab_size, engine="local", workers=workers,
-                         decontaminate=decontamination_tasks(cfg))
+    uri = prepare_run(cfg, engine="local", workers=workers)
     seconds = time.perf_counter() - t0
     m = PreparedCorpus(uri).manifest
     return {"seconds": seconds, "tokens": m["tokens"], "documents": m["documents"],

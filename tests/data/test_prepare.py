@@ -164,8 +164,7 @@ def test_the_prepare_command_writes_where_a_sweep_with_the_same_storage_reads(tm
     cfg = with_shared_data(build_config("smoke", "full", [f"data.corpus={corpus}", f"data.cache_dir={tmp_path / 'cache'}",
                                                           f"data.tokenizer_dir={tokenizer_dir}", "model.vocab_size=1024"]),
                            str(storage / "some-sweep"))
-    assert prepare.prepare_corpus(cfg.data, 1024, tokenizer_dir=tokenizer_dir,
-                                  decontaminate=prepare.decontamination_tasks(cfg)) == str(folder)  # as the sweep
+    assert prepare.prepare_run(cfg) == str(folder)  # as the sweep and its trials prepare
     assert (folder / "manifest.json").stat().st_mtime_ns == manifest  # found, not rebuilt
 
     assert main(["prepare", "--preset", "nope"]) == 1

@@ -81,7 +81,7 @@ def _tasks(args: argparse.Namespace) -> None:
 def _prepare(args: argparse.Namespace) -> None:
     from trainables.config import ConfigError
     from trainables.data import shards
-    from trainables.data.prepare import decontamination_line, decontamination_tasks, prepare_corpus
+    from trainables.data.prepare import decontamination_line, prepare_run
     from trainables.presets import build_config
 
     overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
@@ -100,8 +100,7 @@ def _prepare(args: argparse.Namespace) -> None:
 
         ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
     start = time.perf_counter()
-    uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=d.tokenizer_dir, engine=args.engine,
-                         workers=args.workers, decontaminate=decontamination_tasks(cfg))
+    uri = prepare_run(cfg, d, engine=args.engine, workers=args.workers)
     fs, base = shards.filesystem(uri)
     m = shards.read_json(fs, f"{base}/{shards.MANIFEST}")
     print(f"prepared {m['corpus']} in {uri} ({time.perf_counter() - start:.1f} s; {m['engine']} when built): "

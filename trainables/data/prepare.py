@@ -184,7 +184,7 @@ def _decontaminator(dir_uri: str):
         meta = shards.read_json(fs, posixpath.join(base, DECON_FILE))
         if meta is None:
             raise CorpusError(f"{dir_uri}: {DECON_FILE} is missing; delete the folder and prepare again")
-        grams = shards._read_npy(fs, posixpath.join(base, DECON_GRAMS))
+        grams = shards.read_npy(fs, posixpath.join(base, DECON_GRAMS))
         _DECONTAMINATORS.clear()
         _DECONTAMINATORS[dir_uri] = (meta["keys"], meta["vocab"], grams, meta["ngram"])
     keys, vocab, grams, n = _DECONTAMINATORS[dir_uri]
@@ -443,14 +443,25 @@ def local_copy(dir_uri: str, cache_dir: str | None = None) -> Path:
     return target
 
 
+def run_tokenizer_dir(cfg) -> str:
+    """The tokenizer a run's corpus is prepared with: ``data.tokenizer_dir``, else the checkpoint it continues
+    from (continued pretraining keeps the model's vocabulary), else a new one (empty)."""
+    return cfg.data.tokenizer_dir or cfg.run.init_checkpoint
+
+
+def prepare_run(cfg, data=None, *, engine: str = "auto", workers: int = 0) -> str:
+    """``prepare_corpus`` as a run of ``cfg`` needs it (its tokenizer, decontaminated against its evaluation
+    tasks); ``data`` replaces ``cfg.data`` (e.g. another prepared_root). The one way the sweeps, the
+    ``prepare`` command, the benchmarks and the trials prepare, so they all find the same folder."""
+    d = data if data is not None else cfg.data
+    return prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=run_tokenizer_dir(cfg), engine=engine,
+                          workers=workers, decontaminate=decontamination_tasks(cfg))
+
+
 def open_prepared(cfg, *, engine: str = "auto", workers: int = 0) -> shards.PreparedCorpus:
     """The prepared corpus of ``cfg`` (preparing it first if needed), opened from a local folder."""
     d = cfg.data
-    tokenizer_dir = d.tokenizer_dir or cfg.run.init_checkpoint  # continued pretraining keeps the model's vocabulary
-    tasks = decontamination_tasks(cfg)
     if d.prepared:
-        fp, _ = fingerprint_of(d, cfg.model.vocab_size, tokenizer_dir, tasks)
+        fp, _ = fingerprint_of(d, cfg.model.vocab_size, run_tokenizer_dir(cfg), decontamination_tasks(cfg))
         return shards.PreparedCorpus(local_copy(d.prepared, d.cache_dir or None), expect={"fingerprint": fp})
-    dir_uri = prepare_corpus(d, cfg.model.vocab_size, tokenizer_dir=tokenizer_dir, engine=engine, workers=workers,
-                             decontaminate=tasks)
-    return shards.PreparedCorpus(local_copy(dir_uri, d.cache_dir or None))
+    return shards.PreparedCorpus(local_copy(prepare_run(cfg, engine=engine, workers=workers), d.cache_dir or None))

@@ -161,7 +161,7 @@ def done_shards(dir_uri: str) -> dict[int, ShardMeta]:
     return out
 
 
-def _read_npy(fs: pafs.FileSystem, path: str) -> np.ndarray:
+def read_npy(fs: pafs.FileSystem, path: str) -> np.ndarray:
     with fs.open_input_stream(path) as f:
         return np.load(io.BytesIO(f.read()), allow_pickle=False)
 
@@ -177,7 +177,7 @@ def finalize(dir_uri: str, shards: list[ShardMeta], heldout_fraction: float, spl
     documents = np.zeros(n_doc + 1, np.int64)
     sent_base = doc_base = 0
     for m in shards:
-        d = _read_npy(fs, posixpath.join(base, shard_name(m.shard, "documents.npy")))
+        d = read_npy(fs, posixpath.join(base, shard_name(m.shard, "documents.npy")))
         documents[doc_base:doc_base + m.n_documents + 1] = d + sent_base
         sent_base, doc_base = sent_base + m.n_sentences, doc_base + m.n_documents
     usable = np.flatnonzero(np.diff(documents) >= 2)  # a pair needs two sentences: others are skipped for all
@@ -193,7 +193,7 @@ def finalize(dir_uri: str, shards: list[ShardMeta], heldout_fraction: float, spl
         yield npy_header(n_sent + 1, np.int64)
         tok_base = 0
         for m in shards:
-            s = _read_npy(fs, posixpath.join(base, shard_name(m.shard, "sentences.npy")))
+            s = read_npy(fs, posixpath.join(base, shard_name(m.shard, "sentences.npy")))
             yield (s[:-1] + tok_base).astype(np.int64).tobytes()  # each shard's end is the next one's start
             tok_base += m.n_tokens
         yield np.array([n_tokens], np.int64).tobytes()
