@@ -134,6 +134,21 @@ def _full_sentences(corpus: PreparedCorpus, rows: np.ndarray, sp: SpecialIds, se
     return ids, attention, src, first
 
 
+def _spans(rows: np.ndarray, fmt: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Per chunk, the global token ranges of its first and second segment in a one-chunk-per-row format:
+    (A, B), (A, B') for NSP's label-1 chunks, (B, A) for SOP's. ``layout`` reads them; ``layout_sources``
+    reports them."""
+    out = []
+    for c in rows:
+        a, b = (int(c["a0"]), int(c["a1"])), (int(c["b0"]), int(c["b1"]))
+        if fmt == "nsp_pairs" and c["nsp"] == 1:
+            b = (int(c["r0"]), int(c["r1"]))
+        elif fmt == "sop_pairs" and c["sop"] == 1:
+            a, b = b, a
+        out.append((a, b))
+    return out
+
+
 def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, chunk_index: np.ndarray,
            seq_len: int | None = None) -> PretrainBatch:
     """Chunks -> padded model inputs of the input format ``fmt`` (``seq_len``: the row length full_sentences
@@ -147,14 +162,7 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
         return PretrainBatch(ids, np.zeros_like(ids), attention, np.full(len(rows), IGNORE, np.int64),
                              np.where(first >= 0, chunk_index[np.maximum(first, 0)], -1),
                              np.where(first >= 0, rows["doc"][np.maximum(first, 0)], -1))
-    segments = []
-    for c in rows:
-        a, b = corpus.span(int(c["a0"]), int(c["a1"])), corpus.span(int(c["b0"]), int(c["b1"]))
-        if fmt == "nsp_pairs" and c["nsp"] == 1:
-            b = corpus.span(int(c["r0"]), int(c["r1"]))
-        elif fmt == "sop_pairs" and c["sop"] == 1:
-            a, b = b, a
-        segments.append((a, b))
+    segments = [(corpus.span(*a), corpus.span(*b)) for a, b in _spans(rows, fmt)]
     # single has no middle [SEP]: a row is one token shorter than the pair formats' row of the same chunk (same
     # content, same masked positions) and never reaches position seq_len - 1. Kept, and stated in the report
     # (analysis.formats): padding or shifting it would change the format, longer chunks the shared data.
@@ -182,14 +190,7 @@ def layout_sources(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, seq_len: 
     check_format(fmt)
     if fmt == "full_sentences":
         return _full_sentences(corpus, rows, sp, seq_len)[2]
-    spans = []
-    for c in rows:
-        a, b = (int(c["a0"]), int(c["a1"])), (int(c["b0"]), int(c["b1"]))
-        if fmt == "nsp_pairs" and c["nsp"] == 1:
-            b = (int(c["r0"]), int(c["r1"]))
-        elif fmt == "sop_pairs" and c["sop"] == 1:
-            a, b = b, a
-        spans.append((a, b))
+    spans = _spans(rows, fmt)
     extra = 2 if fmt == "single" else 3
     T = max((a[1] - a[0]) + (b[1] - b[0]) + extra for a, b in spans)
     src = np.full((len(rows), T), -1, np.int64)
