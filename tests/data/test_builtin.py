@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainables.data import builtin, builtin_build, fetch, parsers
+from trainables.data import builtin, builtin_build, decontam, fetch, parsers
 from trainables.data.text import Document
 
 CATS = ("business", "entertainment", "politics", "sports", "tech")
@@ -272,12 +272,12 @@ def test_no_group_in_two_splits(tmp_path, fake_index):
 def test_decontamination_removes_dev_test_sentences(tmp_path, fake_index):
     root = builtin.ensure_fetched(tmp_path)
     tasks = {n: builtin.load_builtin_task(n, root) for n in builtin_build.BUILTIN_TASKS}
-    keys = builtin_build.contamination_keys(tasks)
+    keys = decontam.contamination_keys(tasks)
     docs = builtin.load_builtin_documents(root)
-    assert not [s for d in docs for s in d.sentences if builtin_build.norm_key(s) in keys]
+    assert not [s for d in docs for s in d.sentences if decontam.norm_key(s) in keys]
     review = next(d for d in docs if d.doc_id == "review:0")
-    train_snippets = {builtin_build.norm_key(r["text"]) for r in tasks["sentiment"]["train"]}
-    assert {builtin_build.norm_key(s) for s in review.sentences} == train_snippets  # train snippets are kept
+    train_snippets = {decontam.norm_key(r["text"]) for r in tasks["sentiment"]["train"]}
+    assert {decontam.norm_key(s) for s in review.sentences} == train_snippets  # train snippets are kept
     stats = json.loads((root / "manifest.json").read_text())["corpus"]
     held_out = len(tasks["sentiment"]["dev"]) + len(tasks["sentiment"]["test"])
     assert stats["sources"]["reviews"]["decontaminated_sentences_removed"] == held_out
@@ -287,7 +287,7 @@ def test_decontamination_removes_dev_test_sentences(tmp_path, fake_index):
 
 def test_decontaminate_unit():
     docs = [Document("a", "x", ["Keep me.", "Drop, me!"]), Document("b", "x", ["drop me"])]
-    out, counts = builtin_build.decontaminate(docs, {builtin_build.norm_key("DROP me.")})
+    out, counts = decontam.decontaminate(docs, {decontam.norm_key("DROP me.")})
     assert out == [Document("a", "x", ["Keep me."])]
     assert counts == {"removed": {"x": 2}, "dropped": {"x": 1}}
 

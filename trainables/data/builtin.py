@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Iterator
 
 from trainables.data.builtin_build import (BUILTIN_TASKS, SPLITS, BuiltinTask, bbc_articles, build_tasks,
-                                           contamination_keys, corpus_documents, corpus_stats, decontaminate,
-                                           interleave_sources)
+                                           corpus_documents, corpus_stats, interleave_sources)
+from trainables.data.decontam import contamination_keys, decontaminate
 from trainables.data.fetch import PACKAGES, bad_files, fetch_package, sha256_file, verify_folder
 from trainables.data.text import Document
 

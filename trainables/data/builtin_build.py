@@ -13,7 +13,7 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 from trainables.data import parsers
-from trainables.data.decontam import contamination_keys, decontaminate, norm_key  # noqa: F401 (re-exported)
+from trainables.data.decontam import norm_key
 from trainables.data.fetch import FetchError
 from trainables.data.text import Document, split_sentences
 
