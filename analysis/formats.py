@@ -3,16 +3,18 @@
 Every variant of a pretraining seed reads the same chunks (A and B spans of the corpus); a format only
 lays them out (``trainables.data.batches.layout``):
 
-    single      [CLS] A B [SEP]          one special token fewer per row than the pair formats
+    single      [CLS] A B+ [SEP]         B+: B and the document's next token, in the middle [SEP]'s place
     nsp_pairs   [CLS] A [SEP] B' [SEP]   B' (NSP's random segment half the time) has B's length
     sop_pairs   [CLS] A [SEP] B [SEP]    A and B swapped half the time
     full_sentences  the step's chunks packed across document boundaries, a [SEP] between them (RoBERTa)
+    sentence_pairs  each chunk's sentences paired in order and packed in its row, each pair attending to
+                    itself only, positions from 0 (RoBERTa's SENTENCE-PAIR): short inputs by definition
 
-So the content tokens, and the masked positions of each row, are the same in every format; a
-``single`` row is one token shorter and never reaches the last position of the sequence (its position
-embedding is left untrained, which fine-tuning at the full length then meets). No layout removes that
-without changing the chunks or the format's definition (RoBERTa's FULL-SENTENCES), so it is stated: it
-is part of the input-format effect (``mlm_pairs - mlm_only``), not of a contrast within one format.
+So the masked positions of each row are the same in every one-chunk-per-row format, and so are the real
+tokens but where a chunk ends its document (``single`` has no next token there: one token fewer); every
+format reaches the last position of the sequence. What remains (single's next tokens, the chunks at a
+document's end) is stated from the recorded tokens per step: it is part of the input-format effect
+(``mlm_pairs - mlm_only``), not of a contrast within one format.
 
     lines = input_format_section(export.runs)   # Markdown lines; [] when fewer than two formats ran
 """
@@ -25,11 +27,14 @@ import numpy as np
 import pandas as pd
 
 LAYOUTS = {
-    "single": "[CLS] A B [SEP]",
+    "single": "[CLS] A B+ [SEP], B+ being B and the document's next token",
     "nsp_pairs": "[CLS] A [SEP] B [SEP], B replaced half the time by a random segment of B's length",
     "sop_pairs": "[CLS] A [SEP] B [SEP], A and B swapped half the time",
     "full_sentences": "the step's chunks (A B) in batch order with a [SEP] between consecutive ones, cut into full "
                       "rows [CLS] ... [SEP] that cross document boundaries (RoBERTa's FULL-SENTENCES)",
+    "sentence_pairs": "each chunk's sentences paired in order, [CLS] s [SEP] s' [SEP] per pair, packed in the chunk's "
+                      "row, each pair attending to itself only with positions from 0, s' replaced half the time by "
+                      "a piece of another document of s''s length (RoBERTa's SENTENCE-PAIR)",
 }
 
 
@@ -65,15 +70,21 @@ def format_sentence(fmt: str, rows: pd.DataFrame, lengths: list[int]) -> str:
         return (f"Input format full_sentences ({variants}): {LAYOUTS[fmt]}; {seen}: the same content tokens as "
                 "single on the same chunks plus one separator per chunk but the first, and the masked positions "
                 "rounded per packed row rather than per chunk; its rows reach the last position.")
+    if fmt == "sentence_pairs":
+        longest = " and ".join(str(n - 1) for n in lengths) or "seq_len - 1"
+        return (f"Input format sentence_pairs ({variants}): {LAYOUTS[fmt]}; {seen}: as many content tokens and "
+                "masked positions per row as the other formats on the same chunks, 3 specials per pair; its "
+                f"positions restart at each pair, so the positions up to {longest} are trained only as far as "
+                "its longest pair reaches (by the format's definition): part of the input-format effect.")
     if fmt != "single":
         return (f"Input format {fmt} ({variants}): {LAYOUTS[fmt]}; {seen}, the same content tokens and masked "
                 "positions per row as every other format on the same chunks.")
     last = " and ".join(str(n - 1) for n in lengths) or "seq_len - 1"
-    return (f"Input format single ({variants}): {LAYOUTS[fmt]}, one special token fewer per row than the pair "
-            f"formats on the same chunks ({seen}) with the same masked positions per row; its rows never reach "
-            f"the last position ({last}), whose position embedding stays untrained and is met untrained when "
-            "fine-tuning uses the full length: this is part of the input-format effect (mlm_pairs - mlm_only), "
-            "not of any contrast between variants of one format.")
+    return (f"Input format single ({variants}): {LAYOUTS[fmt]} ({seen}): as many real tokens per row as the "
+            "pair formats on the same chunks except for chunks that end their document (one fewer), the same "
+            f"masked positions per row, and its full rows reach the last position ({last}); the next tokens and "
+            "the missing middle [SEP] are part of the input-format effect (mlm_pairs - mlm_only), not of any "
+            "contrast between variants of one format.")
 
 
 def input_format_notes(runs: pd.DataFrame) -> list[str]:

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 NONE = "none"
-INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences")
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences", "sentence_pairs")
 LEGACY_PAIR = "pair"
 # The conventional order of the named variants (tables, plots); searched and other mixes after them.
-VARIANT_ORDER = ("full", "mlm_only", "mlm_pairs", "full_sentences", "nsp_only", "sop_only", "mlm_sop", "electra", "electra_nsp",
+VARIANT_ORDER = ("full", "mlm_only", "mlm_pairs", "full_sentences", "sentence_pair", "nsp_only", "sop_only", "mlm_sop", "electra", "electra_nsp",
                  "best_mix", "custom", "domain_adapt", "before", NONE)
 _SEARCHED = VARIANT_ORDER.index("best_mix")
 # The conventional named variants as (objectives on, input format): used only to *name* a variant in a
@@ -31,6 +31,7 @@ CONVENTIONAL: dict[str, tuple[dict[str, float], str]] = {
     "mlm_pairs": ({"mlm": 1}, "nsp_pairs"), "full_sentences": ({"mlm": 1}, "full_sentences"), "nsp_only": ({"nsp": 1}, "nsp_pairs"),
     "sop_only": ({"sop": 1}, "sop_pairs"), "mlm_sop": ({"mlm": 1, "sop": 1}, "sop_pairs"),
     "electra": ({"rtd": 1}, "single"), "electra_nsp": ({"rtd": 1, "nsp": 1}, "nsp_pairs"),
+    "sentence_pair": ({"mlm": 1, "nsp": 1}, "sentence_pairs"),
 }
 
 

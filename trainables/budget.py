@@ -33,7 +33,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from trainables.data.batches import Position, full_sentence_counts, positions_from
+from trainables.data.batches import Position, full_sentence_counts, next_token, positions_from, sentence_pair_counts
 from trainables.data.samples import chunk_lengths
 from trainables.flops import StepShape, step_flops
 
@@ -55,9 +55,10 @@ class Budget(NamedTuple):
 
 class StepCounts(NamedTuple):
     """What a run's global batch holds per step on average: the input format sets the first (``single``
-    has one special token fewer per row than the pair formats, ``full_sentences`` B - 1 separators more
-    than ``single``), the mask ratio the second (the same content, so the same masked positions per row,
-    in every one-chunk-per-row format; full_sentences rounds per row of its stream instead)."""
+    as many as the pair formats but for chunks that end their document, which have no next token to put in
+    the middle [SEP]'s place; ``full_sentences`` B - 1 separators and 2B specials beside the content), the
+    mask ratio the second (the same masked positions per row, counted on the chunk, in every
+    one-chunk-per-row format; full_sentences rounds per row of its stream instead)."""
 
     tokens_per_step: float  # real (non-padding) tokens
     masked_per_step: float  # masked positions (0 without masking)
@@ -72,12 +73,21 @@ def step_counts(steps, n: int) -> StepCounts:
     tokens = masked = 0
     for p in positions_from(steps, Position(0, 0, 0, 0), n):
         samples = steps.phases[p.phase]
-        content = chunk_lengths(samples.chunks(p.epoch)[np.asarray(samples.order(p.epoch)[p.batch])])
+        rows = samples.chunks(p.epoch)[np.asarray(samples.order(p.epoch)[p.batch])]
+        content = chunk_lengths(rows)
         if steps.fmt == "full_sentences":  # rows cut from the step's stream: counted as laid out
             t, _, k = full_sentence_counts(content, samples.seq_len, ratio)
             tokens, masked = tokens + t, masked + int(k.sum())
             continue
+        if steps.fmt == "sentence_pairs":  # one row per chunk, 3 specials per pair (2 for an odd last piece)
+            real, content = sentence_pair_counts(samples.batch_pairs(p.epoch, samples.order(p.epoch)[p.batch]))
+            tokens += int(real.sum())
+            if ratio:
+                masked += int(np.minimum(np.maximum(np.round(content * ratio), 1), content).sum())
+            continue
         tokens += int(content.sum()) + extra * len(content)
+        if steps.fmt == "single":
+            tokens += int(next_token(samples.corpus, rows).sum())
         if ratio:
             masked += int(np.minimum(np.maximum(np.round(content * ratio), 1), content).sum())
     return StepCounts(tokens / max(n, 1), masked / max(n, 1))
@@ -102,8 +112,14 @@ def _shapes(samples, objective, fmt: str, batch_size: int) -> Iterator[tuple[Ste
             tokens, T, k = full_sentence_counts(content, samples.seq_len, objective.mask_ratio)
             yield StepShape(batch_size, T, max(int(k.max()), 1)), tokens
             continue
-        lengths = chunk_lengths(samples.chunks(epoch)[np.asarray(samples.order(epoch)[b])]) + extra
-        k = np.maximum(np.round((lengths - extra) * objective.mask_ratio), 1)  # masked tokens per row
+        if fmt == "sentence_pairs":
+            real, content = sentence_pair_counts(samples.batch_pairs(epoch, samples.order(epoch)[b]))
+            k = np.maximum(np.round(content * objective.mask_ratio), 1)
+            yield StepShape(batch_size, int(real.max()), int(k.max())), int(real.sum())
+            continue
+        rows = samples.chunks(epoch)[np.asarray(samples.order(epoch)[b])]
+        lengths = chunk_lengths(rows) + extra + (next_token(samples.corpus, rows) if fmt == "single" else 0)
+        k = np.maximum(np.round(chunk_lengths(rows) * objective.mask_ratio), 1)  # masked tokens per row
         yield StepShape(batch_size, int(lengths.max()), int(k.max())), int(lengths.sum())
 
 

@@ -122,7 +122,7 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
     ``save`` hook writes its own modules beside it (ELECTRA's generator). ``record`` adds fields to
     run.json (data fingerprints, corpus size, parameters; ``masked_per_step`` from ``budget.step_counts``).
     ``tokens_per_step`` is the run's real tokens per step: input formats differ in it (``single`` has one
-    special token fewer per row), so a comparison across formats can state what each saw."""
+    token fewer where a chunk ends its document), so a comparison across formats can state what each saw."""
     model.bert.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     for o in model.objectives:

@@ -57,7 +57,7 @@ class ModelConfig:
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
-INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences")  # see trainables.data.batches
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences", "sentence_pairs")  # trainables.data.batches
 MASKING = ("token", "whole_word")
 DATA_ORDERS = ("per_seed", "fixed")
 BUDGETS = ("steps", "tokens", "flops")
@@ -81,7 +81,7 @@ class ObjectiveConfig:
 
     variant: str = "full"
     weights: dict[str, float] = field(default_factory=_default_weights)
-    input_format: str = "nsp_pairs"  # single (RoBERTa DOC-SENTENCES) | nsp_pairs | sop_pairs | full_sentences
+    input_format: str = "nsp_pairs"  # single (RoBERTa DOC-SENTENCES) | nsp_pairs | sop_pairs | full_sentences | sentence_pairs
     mask_ratio: float = 0.15
     masking: str = "token"  # token | whole_word (all pieces of a word together; the ratio counted in tokens)
     mask_token_frac: float = 0.8  # of masked positions: replaced by [MASK]
@@ -129,9 +129,14 @@ class ObjectiveConfig:
                  f"objective weights {', '.join(f'{n}_weight={self.weights[n]}' for n in pairs)}: "
                  f"{' and '.join(pairs)} need differently built pairs and share one pair head; turn one of them off")
         for n, construction in pairs.items():
-            require(self.input_format == f"{construction}_pairs",
+            fits = self.input_format == f"{construction}_pairs" or (construction, self.input_format) == ("nsp", "sentence_pairs")
+            require(fits,
                      f"objective.input_format={self.input_format!r} cannot train the {n.upper()} loss; "
                      f"use input_format='{construction}_pairs'")
+        own_pass = [n for n in self.active if reg.OBJECTIVES[n].corrupt is not None]
+        require(not (own_pass and self.input_format == "sentence_pairs"),
+                 f"objective.input_format='sentence_pairs' packs pairs that attend to themselves only; "
+                 f"{', '.join(own_pass)} runs its own encoder pass without that mask: use another input format")
         if self.variant == "none":
             require(self.total_weight == 0.0,
                      "objective.variant='none' means no pretraining; its weights must all be 0")

@@ -64,7 +64,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("masking", pa.string(), "masking strategy: token | whole_word", False),
     Column("input_format", pa.string(), "pretraining input: single (one segment) | nsp_pairs (A/B, B random half "
            "the time) | sop_pairs (A/B, swapped half the time) | full_sentences (the step's chunks packed into full "
-           "rows across documents, a [SEP] between them)", False),
+           "rows across documents, a [SEP] between them) | sentence_pairs (each chunk's sentence pairs packed in its "
+           "row, each attending to itself only)", False),
     Column("pretrain_seed", pa.int64(), "pretraining seed: initial weights, masking and (data_order per_seed) data; "
            "0..P-1 for every measured variant, and for search trials a reserved seed (10000 + run.seed) that no "
            "measurement run uses, so best_mix's measurements never include the trial the search chose"),
@@ -77,8 +78,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("steps", pa.int64(), "optimizer steps trained", False),
     Column("tokens_seen", pa.int64(), "real (non-padding) tokens trained on", False),
     Column("tokens_per_step", pa.float64(), "real tokens per optimizer step on average (tokens_seen / steps): "
-           "single rows ([CLS] A B [SEP]) hold one token fewer than pair rows of the same chunk, and never reach "
-           "the last position (seq_len - 1)", False),
+           "single rows ([CLS] A B+ [SEP], B+ with the document's next token) hold as many as pair rows of the "
+           "same chunk but where the chunk ends its document (one fewer)", False),
     Column("masked_per_step", pa.float64(), "masked (MLM / generator) positions per optimizer step on average: the "
            "same per row in every input format for the same chunk (0 without masking; NaN where not recorded)",
            False),

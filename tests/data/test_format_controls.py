@@ -1,10 +1,12 @@
 """RoBERTa's input formats under the controls: every format of one seed reads the same chunks per step.
 
-The rule (``trainables.data.batches``), per step of B chunks with C content tokens: single, sop_pairs and
-full_sentences hold exactly the same (document, offset) multiset of content tokens; nsp_pairs the same A
-tokens and as many B (or B') tokens; real tokens per step are C + 2B (single), C + 3B (the pairs) and
-C + (B - 1) + 2B (full_sentences: a [SEP] between consecutive chunks). Checked step by step, through the
-corpus offset of every laid-out position (``layout_sources``), itself checked against the ids.
+The rule (``trainables.data.batches``), per step of B chunks with C content tokens: sop_pairs and
+full_sentences hold exactly the same (document, offset) multiset of content tokens, single those and each
+chunk's next token in its document (E chunks have one); nsp_pairs the same A tokens and as many B (or B')
+tokens; real tokens per step are C + 3B (the pairs), C + 2B + E (single) and C + (B - 1) + 2B
+(full_sentences: a [SEP] between consecutive chunks); the one-chunk-per-row formats mask the same number
+of positions in every row; every format puts a real token at the last position. Checked step by step,
+through the corpus offset of every laid-out position (``layout_sources``), itself checked against the ids.
 """
 
 from collections import Counter
@@ -15,12 +17,14 @@ import torch
 
 from trainables.budget import plan_budget, step_counts
 from trainables.config import ConfigError
-from trainables.data.batches import (INPUT_FORMATS, Position, StepData, layout, layout_sources, positions_from)
+from trainables.data.batches import (INPUT_FORMATS, Position, StepData, layout, layout_sources, next_token,
+                                     positions_from)
 from trainables.data.samples import IGNORE
 from trainables.presets import build_config
 from trainables.pretrain import build_pretraining_data, run_pretraining
 
-FORMAT_VARIANTS = {"single": "mlm_only", "nsp_pairs": "full", "sop_pairs": "mlm_sop", "full_sentences": "full_sentences"}
+FORMAT_VARIANTS = {"single": "mlm_only", "nsp_pairs": "full", "sop_pairs": "mlm_sop", "full_sentences": "full_sentences",
+                   "sentence_pairs": "sentence_pair"}
 STEPS = 30  # more than one epoch of the small corpus, and phase 2
 
 
@@ -47,9 +51,10 @@ def walks(cache):
         for p in positions_from(steps, Position(0, 0, 0, 0), STEPS):
             samples = steps.phases[p.phase]
             idx, chunks = samples.batch_chunks(p.epoch, p.batch)
-            laid = layout(data.corpus, chunks, fmt, data.sp, idx, seq_len=samples.seq_len)
-            src = layout_sources(data.corpus, chunks, fmt, samples.seq_len, data.sp)
-            rows.append((p, idx, chunks, laid, src, steps.step(p), samples.seq_len))
+            pairs = samples.batch_pairs(p.epoch, idx) if fmt == "sentence_pairs" else None
+            laid = layout(data.corpus, chunks, fmt, data.sp, idx, seq_len=samples.seq_len, pairs=pairs)
+            src = layout_sources(data.corpus, chunks, fmt, samples.seq_len, data.sp, pairs=pairs)
+            rows.append((p, idx, chunks, laid, src, steps.step(p), samples.seq_len, pairs))
         out[fmt] = (data, rows)
     return out
 
@@ -61,43 +66,101 @@ def _content(src):
 def test_the_sources_are_the_laid_out_tokens(walks):
     for fmt, (data, rows) in walks.items():
         tokens = np.asarray(data.corpus.span(0, int(data.corpus.sentences[-1])))
-        for *_, laid, src, _, _ in rows:
+        for *_, laid, src, _, _, _ in rows:
             assert src.shape == laid.input_ids.shape, fmt
             real = src >= 0
             assert np.array_equal(laid.input_ids[real], tokens[src[real]]), fmt
             assert (laid.input_ids[~real] < data.sp.first_regular).all(), fmt  # specials and padding only
 
 
+def _next_tokens(corpus, chunks):
+    return Counter(int(c["b1"]) for c, m in zip(chunks, next_token(corpus, chunks)) if m)
+
+
 def test_every_format_reads_the_same_chunks_and_content_at_every_step(walks):
-    ref = walks["single"][1]
+    ref = walks["sop_pairs"][1]
+    corpus = walks["single"][0].corpus
     assert {p.phase for p, *_ in ref} == {0, 1} and len({(p.phase, p.epoch) for p, *_ in ref}) >= 3
     for fmt, (_, rows) in walks.items():
         assert len(rows) == len(ref)
-        for (p, idx, chunks, _, src, *_), (q, ridx, rchunks, _, rsrc, *_) in zip(rows, ref):
+        for (p, idx, chunks, _, src, *_, pairs), (q, ridx, rchunks, _, rsrc, *_) in zip(rows, ref):
             assert p == q and np.array_equal(idx, ridx) and np.array_equal(chunks["doc"], rchunks["doc"]), fmt
-            if fmt == "nsp_pairs":  # A the same; B' (label 1) as long as B, from another document
+            if fmt == "sentence_pairs":  # every pair's first piece and every kept second piece are the chunk's
+                kept = Counter(t for row in pairs for q in row for s0, s1 in
+                               ((q["a0"], q["a1"]), *([(q["b0"], q["b1"])] if q["nsp"] != 1 else []))
+                               for t in range(int(s0), int(s1)))
+                assert kept <= _content(rsrc) and kept <= _content(src), p
+                assert sum(_content(src).values()) == sum(_content(rsrc).values()), p  # B' as long as what it replaces
+                for row in pairs:
+                    for q in row[row["nsp"] == 1]:
+                        assert q["r1"] - q["r0"] == q["b1"] - q["b0"] and not (q["a0"] <= q["r0"] < q["b1"])
+            elif fmt == "nsp_pairs":  # A the same; B' (label 1) as long as B, from another document
                 a = Counter(t for c in chunks for t in range(int(c["a0"]), int(c["a1"])))
                 assert a <= _content(src) and sum(_content(src).values()) == sum(_content(rsrc).values())
                 replaced = chunks["nsp"] == 1
                 assert np.array_equal(chunks["r1"][replaced] - chunks["r0"][replaced],
                                       chunks["b1"][replaced] - chunks["b0"][replaced])
+            elif fmt == "single":  # the same, and each chunk's next token (the token right after its B)
+                assert _content(src) == _content(rsrc) + _next_tokens(corpus, chunks), f"single at step {p.step}"
             else:
-                assert _content(src) == _content(rsrc), f"{fmt} reads other tokens than single at step {p.step}"
+                assert _content(src) == _content(rsrc), f"{fmt} reads other tokens than sop_pairs at step {p.step}"
+    added = sum(sum(_next_tokens(corpus, r[2]).values()) for r in walks["single"][1])
+    assert added > 0.5 * sum(len(r[1]) for r in walks["single"][1])  # most chunks have a next token
 
 
 def test_each_format_adds_exactly_its_specials_per_step(walks):
-    extra = {"single": 0, "nsp_pairs": 1, "sop_pairs": 1, "full_sentences": -1}  # per row, beyond single's 2B
+    corpus = walks["single"][0].corpus
     for fmt, (_, rows) in walks.items():
-        for (p, idx, *_, step, _), (*_, ref_step, _) in zip(rows, walks["single"][1]):
-            B = len(idx)
-            want = ref_step.n_tokens + (B - 1 if fmt == "full_sentences" else extra[fmt] * B)
-            assert step.n_tokens == want, (fmt, p)
+        for p, idx, chunks, *_, step, _, pairs in rows:
+            B, C = len(idx), int(((chunks["a1"] - chunks["a0"]) + (chunks["b1"] - chunks["b0"])).sum())
+            want = {"single": C + 2 * B + int(next_token(corpus, chunks).sum()), "full_sentences": C + (B - 1) + 2 * B}
+            if fmt == "sentence_pairs":  # [CLS] s [SEP] s' [SEP] per pair, [CLS] s [SEP] for an odd last piece
+                want[fmt] = C + sum(3 * int((r["nsp"] != IGNORE).sum()) + 2 * int((r["nsp"] == IGNORE).sum()) for r in pairs)
+            assert step.n_tokens == want.get(fmt, C + 3 * B), (fmt, p)
+
+
+def test_every_format_trains_the_last_position(walks):
+    """A format whose rows never reach seq_len - 1 leaves that position's embedding untrained, and fine-tuning
+    at the full length reads it: every format reaches it, in phase 1 and in phase 2. sentence_pairs is the
+    exception by definition (RoBERTa's SENTENCE-PAIR: each input one pair of sentences, positions from 0),
+    tested in tests/trainables/test_sentence_pairs.py and stated in the report."""
+    def full_rows(fmt, phase):
+        laid = [r for r in walks[fmt][1] if r[0].phase == phase]
+        longest = max(int(r[3].attention_mask.sum(1).max()) for r in laid)
+        assert longest == laid[0][6], (fmt, phase, longest)
+        return sum(int((r[3].attention_mask.sum(1) == r[6]).sum()) for r in laid)
+
+    for phase in (0, 1):
+        pairs = full_rows("nsp_pairs", phase)
+        for fmt in set(walks) - {"sentence_pairs"}:  # single: all but the full chunks that end their document
+            assert full_rows(fmt, phase) >= 0.75 * pairs > 0, (fmt, phase)
+
+
+def test_the_one_chunk_per_row_formats_mask_as_many_positions_in_every_row(walks):
+    """Equal MLM supervision: row by row, single (which holds one token more) masks as many positions as the
+    pair formats of the same chunk, and the budget counts it so."""
+    ref = walks["sop_pairs"][1]
+    for fmt in ("single", "nsp_pairs", "sentence_pairs"):
+        for (p, *_, step, _, _), (*_, ref_step, _, _) in zip(walks[fmt][1], ref):
+            got = (step.batch.mlm_labels != IGNORE).sum(1)
+            want = (ref_step.batch.mlm_labels != IGNORE).sum(1)
+            assert torch.equal(got, want), (fmt, p)
+        data = walks[fmt][0]
+        tokens = sum(r[5].n_tokens for r in walks[fmt][1]) / STEPS
+        masked = sum(int((r[5].batch.mlm_labels != IGNORE).sum()) for r in walks[fmt][1]) / STEPS
+        assert step_counts(data.steps, STEPS) == pytest.approx((tokens, masked)), fmt
+        from trainables.budget import _shapes
+        from trainables.config import objective_for_variant
+
+        planned = _shapes(data.steps.phases[0], objective_for_variant(FORMAT_VARIANTS[fmt]), fmt, 8)
+        for (p, *_, step, _, _), (shape, t) in zip([r for r in walks[fmt][1] if r[0].phase == 0], planned):
+            assert (tuple(step.shape), step.n_tokens) == (tuple(shape), t), (fmt, p)
 
 
 def test_full_sentences_rows_are_full_and_cross_documents(walks):
     data, rows = walks["full_sentences"]
     crossing = 0
-    for p, idx, chunks, laid, src, step, seq_len in rows:
+    for p, idx, chunks, laid, src, step, seq_len, _ in rows:
         lengths = laid.attention_mask.sum(1)
         used = (lengths > 2).sum()
         assert (lengths[:used - 1] == seq_len).all()  # every row of the stream but its last is full
@@ -113,7 +176,7 @@ def test_full_sentences_rows_are_full_and_cross_documents(walks):
             docs = {int(d) for d, a, b in zip(chunks["doc"], start, end) if ((offsets >= a) & (offsets < b)).any()}
             crossing += len(docs) > 1
     # a full chunk (seq_len - 3 tokens) and its [SEP] fill a row exactly, so rows cross where shorter chunks (a
-    # document's end, BERT's short_seq_prob) shift the stream: 75 of 210 rows here, none in single
+    # document's end, BERT's short_seq_prob) shift the stream: 75 of 210 rows here, none in the other formats
     assert crossing > 0.25 * sum((r[3].attention_mask.sum(1) > 2).sum() for r in rows)
     assert max(int(r[3].attention_mask.sum(1).max()) for r in rows) == 64  # phase 2's last position too
 
@@ -132,13 +195,14 @@ def test_the_budget_counts_full_sentences_as_laid_out(walks, cache):
     from trainables.config import objective_for_variant
 
     planned = _shapes(data.steps.phases[0], objective_for_variant("full_sentences"), "full_sentences", 8)
-    for (p, *_, step, _), (shape, t) in zip([r for r in rows if r[0].phase == 0], planned):
+    for (p, *_, step, _, _), (shape, t) in zip([r for r in rows if r[0].phase == 0], planned):
         assert (tuple(step.shape), step.n_tokens) == (tuple(shape), t)
 
 
-def test_full_sentences_masks_do_not_depend_on_the_worker_count(walks):
-    data, rows = walks["full_sentences"]
-    for p, *_, step, _ in rows[:5]:
+@pytest.mark.parametrize("fmt", ["full_sentences", "sentence_pairs"])
+def test_packed_formats_masks_do_not_depend_on_the_worker_count(walks, fmt):
+    data, rows = walks[fmt]
+    for p, *_, step, _, _ in rows[:5]:
         for world in (2, 4):
             for rank in range(world):
                 part = data.steps.step(p, rank, world, accum=2)

@@ -42,7 +42,8 @@ def test_roberta_t2_maps_each_paper_format_to_a_registered_format():
 
     r = RECIPES["roberta-t2"]
     formats = {v.paper_name: VARIANTS[v.variant].input_format for v in r.variants}
-    assert formats == {"SEGMENT-PAIR+NSP": "nsp_pairs", "FULL-SENTENCES": "full_sentences", "DOC-SENTENCES": "single"}
+    assert formats == {"SEGMENT-PAIR+NSP": "nsp_pairs", "SENTENCE-PAIR+NSP": "sentence_pairs",
+                       "FULL-SENTENCES": "full_sentences", "DOC-SENTENCES": "single"}
     assert {VARIANTS[v.variant].weights.get("nsp", 0) > 0 for v in r.variants if "NSP" not in v.paper_name} == {False}
     assert "SENTENCE-PAIR" in r.note and all(s.startswith("https://") for s in roberta_t2.SOURCES)
 

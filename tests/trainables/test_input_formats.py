@@ -1,9 +1,10 @@
 """Input formats see the same content: what differs between single and pair rows, and that it is recorded.
 
-Every variant of one seed reads the same chunks; ``single`` drops the middle [SEP]. With NSP's random
-segments as long as B, every format has the same content tokens and masked positions per row; single
-rows are exactly one token shorter and never reach the last position. Runs record their real tokens
-and masked positions per step (run.json, the export's runs table) so a report can state the difference.
+Every variant of one seed reads the same chunks; ``single`` drops the middle [SEP] and holds the
+document's next token in its place. With NSP's random segments as long as B, every format masks the same
+positions per row; single rows are as long as pair rows but for chunks that end their document (one
+token shorter), and every format reaches the last position. Runs record their real tokens and masked
+positions per step (run.json, the export's runs table) so a report can state what differs.
 """
 
 import json
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 
 from trainables.budget import step_counts
-from trainables.data.batches import Position, layout, special_ids
+from trainables.data.batches import Position, layout, next_token, special_ids
 from trainables.data.masking import mask_counts
 from trainables.data.prepare import open_prepared
 from trainables.data.samples import IGNORE, Samples
@@ -35,7 +36,7 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.parametrize("ratio", [0.15, 0.4])
-def test_formats_have_the_same_masked_positions_and_one_token_apart_per_row(corpus, ratio):
+def test_formats_have_the_same_masked_positions_and_the_same_length_but_at_a_documents_end(corpus, ratio):
     sp = special_ids(corpus.tokenizer)
     seq_len = 32
     samples = Samples(corpus, seq_len=seq_len, short_seq_prob=0.1, batch_size=8, data_seed=2, cache=False)
@@ -44,15 +45,16 @@ def test_formats_have_the_same_masked_positions_and_one_token_apart_per_row(corp
         idx, rows = samples.batch_chunks(0, i)
         laid = {f: layout(corpus, rows, f, sp, idx) for f in FORMATS}
         real = {f: b.attention_mask.sum(1) for f, b in laid.items()}
-        masked = {f: mask_counts(b.input_ids, b.attention_mask, sp.first_regular, ratio) for f, b in laid.items()}
+        masked = {f: mask_counts(b.input_ids, b.attention_mask, sp.first_regular, ratio, b.uncounted)
+                  for f, b in laid.items()}
         assert np.array_equal(masked["single"], masked["nsp_pairs"]) and np.array_equal(masked["single"],
                                                                                           masked["sop_pairs"])
-        assert np.array_equal(real["nsp_pairs"], real["single"] + 1) and np.array_equal(real["sop_pairs"],
-                                                                                       real["single"] + 1)
+        ends = 1 - next_token(corpus, rows)  # chunks that end their document: no next token
+        assert np.array_equal(real["nsp_pairs"], real["single"] + ends) and np.array_equal(real["sop_pairs"],
+                                                                                          real["single"] + ends)
         for f in FORMATS:
             longest[f] = max(longest[f], int(real[f].max()))
-    # the pair formats reach the last position; single rows never do (its embedding is not trained there)
-    assert longest["nsp_pairs"] == longest["sop_pairs"] == seq_len and longest["single"] == seq_len - 1
+    assert longest == {f: seq_len for f in FORMATS}  # every format trains the last position's embedding
 
 
 @pytest.mark.parametrize("variant", ["full", "mlm_only"])
@@ -72,13 +74,17 @@ def test_step_counts_are_the_real_batches_counts(tmp_path, variant):
     assert step_counts(steps, 6) == pytest.approx((tokens / 6, masked / 6))
 
 
-def test_single_sees_one_token_fewer_per_row_and_the_same_masked_positions(tmp_path):
+def test_single_sees_a_token_fewer_only_where_a_chunk_ends_its_document(tmp_path):
     counts = {}
     for v in ("full", "mlm_only", "mlm_sop"):
         cfg = _cfg(tmp_path, v, "optim.max_steps=10")
-        counts[v] = step_counts(build_pretraining_data(cfg).steps, 10)
-    B = _cfg(tmp_path).optim.batch_size
-    assert counts["full"].tokens_per_step == counts["mlm_sop"].tokens_per_step == counts["mlm_only"].tokens_per_step + B
+        steps = build_pretraining_data(cfg).steps
+        counts[v] = step_counts(steps, 10)
+    samples = steps.phases[0]
+    ends = sum(int((1 - next_token(samples.corpus, samples.batch_chunks(0, b)[1])).sum()) for b in range(10))
+    assert 0 < ends < 10 * _cfg(tmp_path).optim.batch_size
+    assert counts["full"].tokens_per_step == counts["mlm_sop"].tokens_per_step == \
+        pytest.approx(counts["mlm_only"].tokens_per_step + ends / 10)
     assert counts["full"].masked_per_step == counts["mlm_only"].masked_per_step == counts["mlm_sop"].masked_per_step
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from trainables.presets import build_config
-from trainables.data.batches import SpecialIds, layout
+from trainables.data.batches import SpecialIds, layout, next_token
 from trainables.data.masking import hash_uniform, mask_arrays
 from trainables.data.prepare import open_prepared
 from trainables.data.samples import IGNORE, Samples, chunk_lengths
@@ -81,10 +81,14 @@ def test_formats_lay_out_the_same_chunk(corpus):
     sp = SpecialIds(0, 2, 3, 4, corpus.manifest["vocab_size"], 5)
     single, nsp, sop = (layout(corpus, rows, f, sp, idx) for f in ("single", "nsp_pairs", "sop_pairs"))
     words = lambda ids: sorted(int(t) for t in ids if t >= 5)  # noqa: E731
+    more = next_token(corpus, rows)
     for i, c in enumerate(rows):
-        assert words(sop.input_ids[i]) == words(single.input_ids[i])  # SOP only reorders; single drops the middle [SEP]
+        # SOP only reorders; single drops the middle [SEP] and holds the document's next token in its place
+        ours = words(single.input_ids[i])
+        theirs = words(list(sop.input_ids[i]) + ([int(corpus.span(int(c["b1"]), int(c["b1"]) + 1)[0])] if more[i] else []))
+        assert ours == theirs
         if c["nsp"] == 0:
-            assert words(nsp.input_ids[i]) == words(single.input_ids[i])
+            assert words(nsp.input_ids[i]) == words(sop.input_ids[i])
         assert (single.token_type_ids[i] == 0).all() and nsp.token_type_ids[i].max() == 1
     assert (single.pair_labels == IGNORE).all() and list(nsp.pair_labels) == list(rows["nsp"])
 

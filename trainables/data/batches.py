@@ -1,6 +1,8 @@
 """Batches from samples: the layout of each input format, masking, and the loader that runs ahead.
 
-    single          [CLS] A B [SEP]            one chunk per row, token types 0 (RoBERTa's DOC-SENTENCES)
+    single          [CLS] A B+ [SEP]           one chunk per row, token types 0 (RoBERTa's DOC-SENTENCES); B+ is
+                                               B and the document's next token (where it has one), in the
+                                               place the pair formats give their middle [SEP]
     nsp_pairs       [CLS] A [SEP] B' [SEP]     B' is NSP's random segment for label-1 chunks (SEGMENT-PAIR)
     sop_pairs       [CLS] A [SEP] B [SEP]      A and B swapped for label-1 chunks
     full_sentences  [CLS] ...stream... [SEP]   RoBERTa's FULL-SENTENCES: the step's chunks (A B each) in batch
@@ -10,11 +12,17 @@
                                                document boundary; rows past the stream's end are [CLS] [SEP]
 
 Every variant of one seed reads the same chunks in the same batches (``trainables.data.samples``); a
-format only lays them out. The rule, per step of B chunks with C content tokens (A and B): single
-holds C + 2B real tokens; nsp_pairs and sop_pairs C + 3B (NSP's B' has B's length); full_sentences
-C + (B - 1) + 2B (the separators, and each row's [CLS] and [SEP]). single, sop_pairs and
-full_sentences hold exactly the same content tokens (the same (document, offset) multiset); nsp_pairs
-the same A tokens and, for label-1 chunks, as many tokens of another document in place of B. ``StepData`` turns a training position into its masked global batch (a pure
+format only lays them out. The rule, per step of B chunks with C content tokens (A and B): nsp_pairs
+and sop_pairs hold C + 3B real tokens (NSP's B' has B's length), and so does single but for chunks
+that end their document (C + 2B + E, E the chunks with a next token); full_sentences C + (B - 1) + 2B
+(the separators, and each row's [CLS] and [SEP]). sop_pairs and full_sentences hold exactly the same
+content tokens (the same (document, offset) multiset), single those and each chunk's next token;
+nsp_pairs the same A tokens and, for label-1 chunks, as many tokens of another document in place of B.
+Every one-chunk-per-row format masks the same number of positions per row, ``max(1, round(ratio * n))``
+of the chunk's n content tokens (single draws them among its n + 1), so the formats differ in layout,
+not in how much they see or predict, and every format reaches the last position (seq_len - 1) with a
+real token: a full single row is [CLS], seq_len - 2 tokens of one document, [SEP], as in RoBERTa.
+``StepData`` turns a training position into its masked global batch (a pure
 function of the position, so a resumed run and any number of workers see the same); ``Loader`` builds
 the batches of the coming steps in a background thread (or DataLoader worker processes), pinned for a
 non-blocking copy on CUDA, so a step never waits on the CPU.
@@ -34,7 +42,7 @@ from trainables.data.samples import IGNORE, Samples
 from trainables.data.shards import PreparedCorpus
 from trainables.flops import StepShape
 
-INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences")
+INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences", "sentence_pairs")
 ROW_PER_CHUNK = ("single", "nsp_pairs", "sop_pairs")  # one chunk per row (static masks key on the chunk)
 STATIC_KEY = 1 << 40  # static masks key on the chunk: a key space apart from (step, row)
 
@@ -72,6 +80,15 @@ class PretrainBatch(NamedTuple):
     pair_labels: np.ndarray
     chunk_index: np.ndarray  # the chunks in their epoch's chunk array (static masks key on it)
     doc: np.ndarray  # each row's document (the control tests compare these across variants)
+    uncounted: np.ndarray  # content tokens a row holds beyond its chunk (single's next token): not in its mask count
+    # sentence_pairs only (None otherwise): each position's pair in its row (-1: padding), its position in
+    # its pair, and where each pair's [CLS] is (B, Q); pair_labels is then (B, Q), one label per pair
+    blocks: np.ndarray | None = None
+    position_ids: np.ndarray | None = None
+    pair_positions: np.ndarray | None = None
+
+    def take(self, rows: np.ndarray) -> "PretrainBatch":
+        return PretrainBatch(*(None if a is None else a[rows] for a in self))
 
 
 def check_format(fmt: str) -> None:
@@ -134,13 +151,23 @@ def _full_sentences(corpus: PreparedCorpus, rows: np.ndarray, sp: SpecialIds, se
     return ids, attention, src, first
 
 
-def _spans(rows: np.ndarray, fmt: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+def next_token(corpus: PreparedCorpus, rows: np.ndarray) -> np.ndarray:
+    """(B,) 1 where a chunk's document has a token after the chunk's B (single appends it), else 0."""
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    end = np.asarray(corpus.sentences[corpus.doc_sentences(np.asarray(rows["doc"]))[1]])
+    has_content = (rows["a1"] > rows["a0"]) | (rows["b1"] > rows["b0"])
+    return ((rows["b1"] < end) & has_content).astype(np.int64)
+
+
+def _spans(rows: np.ndarray, fmt: str, corpus: PreparedCorpus) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """Per chunk, the global token ranges of its first and second segment in a one-chunk-per-row format:
-    (A, B), (A, B') for NSP's label-1 chunks, (B, A) for SOP's. ``layout`` reads them; ``layout_sources``
-    reports them."""
+    (A, B), (A, B') for NSP's label-1 chunks, (B, A) for SOP's, (A, B+) for single (B and the document's
+    next token). ``layout`` reads them; ``layout_sources`` reports them."""
     out = []
-    for c in rows:
-        a, b = (int(c["a0"]), int(c["a1"])), (int(c["b0"]), int(c["b1"]))
+    more = next_token(corpus, rows) if fmt == "single" else np.zeros(len(rows), np.int64)
+    for c, m in zip(rows, more):
+        a, b = (int(c["a0"]), int(c["a1"])), (int(c["b0"]), int(c["b1"]) + int(m))
         if fmt == "nsp_pairs" and c["nsp"] == 1:
             b = (int(c["r0"]), int(c["r1"]))
         elif fmt == "sop_pairs" and c["sop"] == 1:
@@ -149,11 +176,62 @@ def _spans(rows: np.ndarray, fmt: str) -> list[tuple[tuple[int, int], tuple[int,
     return out
 
 
+def _pair_segments(pairs: list[np.ndarray]) -> list[list[tuple[tuple[int, int], tuple[int, int], int]]]:
+    """Per row, its sentence pairs as (first piece, second piece or B', NSP label) token ranges."""
+    return [[((int(q["a0"]), int(q["a1"])), (int(q["r0"]), int(q["r1"])), int(q["nsp"])) for q in row]
+            for row in pairs]
+
+
+def _sentence_pairs(corpus: PreparedCorpus, rows: np.ndarray, sp: SpecialIds, chunk_index: np.ndarray,
+                    pairs: list[np.ndarray]) -> tuple[PretrainBatch, np.ndarray]:
+    """RoBERTa's SENTENCE-PAIR, packed: one row per chunk holding its sentence pairs one after the other,
+    [CLS] s [SEP] s' [SEP] each ([CLS] s [SEP] for an odd last piece), each pair attending only to itself
+    (``blocks``), its positions from 0 and its own token types, its NSP label read at its [CLS]. So a step
+    reads the same chunks' tokens as every format, in as many rows; returns the batch and its sources."""
+    segs = _pair_segments(pairs)
+    lengths = [sum(2 + (a[1] - a[0]) + ((b[1] - b[0]) + 1 if b[1] > b[0] else 0) for a, b, _ in row) for row in segs]
+    B, T, Q = len(rows), max(lengths, default=2), max((len(r) for r in segs), default=1)
+    ids = np.full((B, T), sp.pad, np.int64)
+    types, src = np.zeros_like(ids), np.full((B, T), -1, np.int64)
+    blocks, positions = np.full((B, T), -1, np.int64), np.zeros((B, T), np.int64)
+    cls_at, labels = np.zeros((B, max(Q, 1)), np.int64), np.full((B, max(Q, 1)), IGNORE, np.int64)
+    for i, row in enumerate(segs):
+        n = 0
+        for q, (a, b, label) in enumerate(row):
+            start = n
+            cls_at[i, q], labels[i, q] = n, label
+            ids[i, n], n = sp.cls, n + 1
+            ids[i, n:n + a[1] - a[0]], src[i, n:n + a[1] - a[0]] = corpus.span(*a), np.arange(*a)
+            n += a[1] - a[0]
+            ids[i, n], n = sp.sep, n + 1
+            if b[1] > b[0]:
+                ids[i, n:n + b[1] - b[0]], src[i, n:n + b[1] - b[0]] = corpus.span(*b), np.arange(*b)
+                types[i, n:n + b[1] - b[0] + 1] = 1
+                n += b[1] - b[0]
+                ids[i, n], n = sp.sep, n + 1
+            blocks[i, start:n], positions[i, start:n] = q, np.arange(n - start)
+    attention = (blocks >= 0).astype(np.int64)
+    batch = PretrainBatch(ids, types, attention, labels, np.asarray(chunk_index, np.int64), rows["doc"].copy(),
+                          np.zeros(B, np.int64), blocks, positions, cls_at)
+    return batch, src
+
+
+def sentence_pair_counts(pairs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(real tokens, content tokens) per row of sentence_pairs for the chunks' ``pairs``, as laid out."""
+    content = np.array([int(((r["a1"] - r["a0"]) + (r["r1"] - r["r0"])).sum()) for r in pairs], np.int64)
+    specials = np.array([int((2 + (r["r1"] > r["r0"])).sum()) for r in pairs], np.int64)
+    return content + specials, content
+
+
 def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, chunk_index: np.ndarray,
-           seq_len: int | None = None) -> PretrainBatch:
+           seq_len: int | None = None, pairs: list[np.ndarray] | None = None) -> PretrainBatch:
     """Chunks -> padded model inputs of the input format ``fmt`` (``seq_len``: the row length full_sentences
-    cuts its stream into; the one-chunk-per-row formats do not read it)."""
+    cuts its stream into; ``pairs``: sentence_pairs' pairs of each chunk, ``Samples.batch_pairs``)."""
     check_format(fmt)
+    if fmt == "sentence_pairs":
+        if pairs is None:
+            raise ValueError("input format 'sentence_pairs' needs pairs: each chunk's sentence pairs (Samples.batch_pairs)")
+        return _sentence_pairs(corpus, rows, sp, chunk_index, pairs)[0]
     if fmt == "full_sentences":
         if seq_len is None:
             raise ValueError("input format 'full_sentences' needs seq_len: the length its rows are cut to")
@@ -161,12 +239,11 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
         chunk_index = np.asarray(chunk_index, np.int64)
         return PretrainBatch(ids, np.zeros_like(ids), attention, np.full(len(rows), IGNORE, np.int64),
                              np.where(first >= 0, chunk_index[np.maximum(first, 0)], -1),
-                             np.where(first >= 0, rows["doc"][np.maximum(first, 0)], -1))
-    segments = [(corpus.span(*a), corpus.span(*b)) for a, b in _spans(rows, fmt)]
-    # single has no middle [SEP]: a row is one token shorter than the pair formats' row of the same chunk (same
-    # content, same masked positions) and never reaches position seq_len - 1. Kept, and stated in the report
-    # (analysis.formats): padding or shifting it would change the format, longer chunks the shared data.
-    extra = 2 if fmt == "single" else 3
+                             np.where(first >= 0, rows["doc"][np.maximum(first, 0)], -1),
+                             np.zeros(len(rows), np.int64))
+    spans = _spans(rows, fmt, corpus)
+    segments = [(corpus.span(*a), corpus.span(*b)) for a, b in spans]
+    extra = 2 if fmt == "single" else 3  # single: no middle [SEP] (its place holds the next token)
     lengths = np.array([len(a) + len(b) + extra for a, b in segments])
     ids = np.full((len(rows), int(lengths.max())), sp.pad, np.int64)
     types = np.zeros_like(ids)
@@ -181,16 +258,25 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
     attention = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
     labels = np.full(len(rows), IGNORE, np.int64) if fmt == "single" else \
         rows["nsp" if fmt == "nsp_pairs" else "sop"].astype(np.int64)
-    return PretrainBatch(ids, types, attention, labels, np.asarray(chunk_index, np.int64), rows["doc"].copy())
+    uncounted = np.array([b[1] - c["b1"] for (_, b), c in zip(spans, rows)], np.int64) if fmt == "single" else \
+        np.zeros(len(rows), np.int64)
+    if fmt == "single":  # the next token is taken out of the mask count where it is maskable (a regular id)
+        last = np.array([ids[i, len(a) + len(b)] for i, (a, b) in enumerate(segments)]) if len(rows) else np.zeros(0)
+        uncounted = uncounted * (last >= sp.first_regular)
+    return PretrainBatch(ids, types, attention, labels, np.asarray(chunk_index, np.int64), rows["doc"].copy(),
+                         uncounted)
 
 
-def layout_sources(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, seq_len: int, sp: SpecialIds) -> np.ndarray:
+def layout_sources(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, seq_len: int, sp: SpecialIds,
+                   pairs: list[np.ndarray] | None = None) -> np.ndarray:
     """(B, T) the global corpus offset of the token at each position of ``layout``'s ids (-1: special or
     padding): what the controls' tests compare across formats, step by step."""
     check_format(fmt)
+    if fmt == "sentence_pairs":
+        return _sentence_pairs(corpus, rows, sp, np.zeros(len(rows), np.int64), pairs)[1]
     if fmt == "full_sentences":
         return _full_sentences(corpus, rows, sp, seq_len)[2]
-    spans = _spans(rows, fmt)
+    spans = _spans(rows, fmt, corpus)
     extra = 2 if fmt == "single" else 3
     T = max((a[1] - a[0]) + (b[1] - b[0]) + extra for a, b in spans)
     src = np.full((len(rows), T), -1, np.int64)
@@ -217,7 +303,7 @@ def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed
                                                 vocab_size=sp.vocab_size, mask_id=sp.mask, ratio=ratio, seed=seed,
                                                 keys=keys, mask_token_frac=mask_token_frac,
                                                 random_token_frac=random_token_frac, strategy=strategy,
-                                                continuation=continuation)
+                                                continuation=continuation, uncounted=batch.uncounted)
     types, attention = batch.token_type_ids, batch.attention_mask
     if pad_to is not None:
         T, P = pad_to
@@ -225,8 +311,14 @@ def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed
         masked, types, attention = grow(masked, T, sp.pad), grow(types, T, 0), grow(attention, T, 0)
         positions, labels = grow(positions, P, 0), grow(labels, P, IGNORE)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+    packed = ()
+    if batch.blocks is not None:  # packed pairs: block-diagonal attention, never the plain unpadded path
+        blocks, position_ids = batch.blocks, batch.position_ids
+        if pad_to is not None:
+            blocks, position_ids = grow(blocks, pad_to[0], -1), grow(position_ids, pad_to[0], 0)
+        packed = (t(blocks), t(position_ids), t(batch.pair_positions))
     return MaskedBatch(t(masked), t(types), t(attention), t(positions), t(labels), t(batch.pair_labels),
-                       bool(attention.all()))
+                       bool(attention.all()) and batch.blocks is None, *packed)
 
 
 def rank_rows(batch_size: int, rank: int, world: int, accum: int) -> np.ndarray:
@@ -303,15 +395,18 @@ class StepData:
         are masked, each keyed on its row in the global batch, so masks do not depend on ``world``."""
         samples = self.phases[p.phase]
         idx, chunks = samples.batch_chunks(p.epoch, p.batch)
-        laid = layout(self.corpus, chunks, self.fmt, self.sp, idx, seq_len=samples.seq_len)
+        pairs = samples.batch_pairs(p.epoch, idx) if self.fmt == "sentence_pairs" else None
+        laid = layout(self.corpus, chunks, self.fmt, self.sp, idx, seq_len=samples.seq_len, pairs=pairs)
         B, T = laid.input_ids.shape
         ratio = self.masking["ratio"] if self.masking else None
-        P = int(mask_counts(laid.input_ids, laid.attention_mask, self.sp.first_regular, ratio).max()) if ratio else 1
+        P = int(mask_counts(laid.input_ids, laid.attention_mask, self.sp.first_regular, ratio,
+                            laid.uncounted).max()) if ratio else 1
         cost = (int(laid.attention_mask.sum()), StepShape(B, T, max(P, 1)))
         rows = rank_rows(B, rank, world, accum)
-        mine = PretrainBatch(*(a[rows] for a in laid))  # fancy indexing: contiguous copies
-        pad_to = (samples.seq_len, max(1, int(np.ceil(samples.seq_len * ratio))) if ratio else 1) \
-            if self.static_shape else None
+        mine = laid.take(rows)  # fancy indexing: contiguous copies
+        # packed sentence pairs can be longer than seq_len (3 specials per pair): a multiple of it, few shapes
+        width = samples.seq_len * max(1, -(-T // samples.seq_len)) if self.fmt == "sentence_pairs" else samples.seq_len
+        pad_to = (width, max(1, int(np.ceil(width * ratio))) if ratio else 1) if self.static_shape else None
         if self.masking is None:
             masked = to_masked(mine, self.sp, ratio=None, seed=0, keys=np.zeros(0), pad_to=pad_to)
         else:

@@ -41,7 +41,11 @@ def hash_uniform(seed: int, key: np.ndarray, positions: np.ndarray, stream: int)
 class MaskedBatch(NamedTuple):
     """A batch ready for the model. Shapes: ids (B, T); mlm_positions / mlm_labels (B, P): the masked
     positions of each row (padded with 0 / IGNORE), pair_labels (B,) with IGNORE where no pair loss
-    applies. ``unpadded`` (host bool): every row is full length, so attention needs no mask."""
+    applies. ``unpadded`` (host bool): every row is full length, so attention needs no mask.
+
+    Packed sentence pairs (input format sentence_pairs) add ``blocks`` (B, T): each position's pair in its
+    row, -1 for padding (a position attends to its own pair only), ``position_ids`` (B, T) from 0 in each
+    pair, and ``pair_positions`` (B, Q): each pair's [CLS], whose label is ``pair_labels`` (B, Q)."""
 
     input_ids: torch.Tensor
     token_type_ids: torch.Tensor
@@ -50,16 +54,23 @@ class MaskedBatch(NamedTuple):
     mlm_labels: torch.Tensor
     pair_labels: torch.Tensor
     unpadded: bool = False
+    blocks: torch.Tensor | None = None
+    position_ids: torch.Tensor | None = None
+    pair_positions: torch.Tensor | None = None
+
+    def _map(self, f) -> "MaskedBatch":
+        tensors = [t if i == 6 or t is None else f(t) for i, t in enumerate(self)]
+        return MaskedBatch(*tensors)
 
     def to(self, device, non_blocking: bool = True) -> "MaskedBatch":
-        return MaskedBatch(*(t.to(device, non_blocking=non_blocking) for t in self[:6]), self.unpadded)
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
 
     def rows(self, index) -> "MaskedBatch":
         """The rows ``index`` (a slice or an index array) of this batch."""
-        return MaskedBatch(*(t[index] for t in self[:6]), self.unpadded)
+        return self._map(lambda t: t[index])
 
     def pin_memory(self) -> "MaskedBatch":
-        return MaskedBatch(*(t.pin_memory() for t in self[:6]), self.unpadded)
+        return self._map(lambda t: t.pin_memory())
 
     @property
     def n_tokens(self) -> int:
@@ -107,21 +118,25 @@ def build_masking(name: str) -> Callable[..., np.ndarray]:
     return MASKING[name]
 
 
-def mask_counts(ids: np.ndarray, attention: np.ndarray, first_regular: int, ratio: float) -> np.ndarray:
-    """(B,) the tokens each row masks: ``max(1, round(ratio * n))`` of its ``n`` maskable tokens."""
-    n = ((ids >= first_regular) & (attention > 0)).sum(axis=1)
-    return np.minimum(np.maximum(np.round(n * ratio).astype(np.int64), 1), n)
+def mask_counts(ids: np.ndarray, attention: np.ndarray, first_regular: int, ratio: float,
+                uncounted: np.ndarray | None = None) -> np.ndarray:
+    """(B,) the tokens each row masks: ``max(1, round(ratio * n))`` of its ``n`` maskable tokens, less the
+    ``uncounted`` of each row (tokens it may mask but that do not raise its count: single's next token)."""
+    maskable = ((ids >= first_regular) & (attention > 0)).sum(axis=1)
+    n = maskable - (uncounted if uncounted is not None else 0)
+    return np.minimum(np.maximum(np.round(n * ratio).astype(np.int64), 1), maskable)
 
 
 def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, vocab_size: int, mask_id: int,
                 ratio: float, seed: int, keys: np.ndarray, mask_token_frac: float = 0.8,
                 random_token_frac: float = 0.1, strategy: str = "token",
-                continuation: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                continuation: np.ndarray | None = None,
+                uncounted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(masked ids, positions (B, P), labels (B, P)) for ids (B, T); row b's draws are keyed on keys[b]."""
     B, T = ids.shape
     pos = np.arange(T)
     maskable = (ids >= first_regular) & (attention > 0)
-    k = mask_counts(ids, attention, first_regular, ratio)
+    k = mask_counts(ids, attention, first_regular, ratio, uncounted)
     word_start = ~continuation[ids] if continuation is not None else np.ones_like(maskable)
     chosen = build_masking(strategy)(maskable, k, hash_uniform(seed, keys, pos, 0), word_start)
     action = hash_uniform(seed, keys, pos, 1)

@@ -32,6 +32,11 @@ IGNORE = -100  # label of positions and pairs that carry no loss
 CHUNK = np.dtype([("doc", np.int64), ("a0", np.int64), ("a1", np.int64), ("b0", np.int64), ("b1", np.int64),
                   ("nsp", np.int8), ("r0", np.int64), ("r1", np.int64), ("sop", np.int8)])
 SAMPLES_VERSION = 2  # 2: NSP's random segments have B's length
+# RoBERTa's SENTENCE-PAIR: a chunk's content split at its sentence starts into pieces, consecutive pieces
+# paired (an odd last piece stands alone, no pair loss); the second piece replaced half of the time by a
+# segment of its length from another document (NSP). ``chunk``: the chunk's index in its epoch's chunks.
+SENTENCE_PAIR = np.dtype([("chunk", np.int64), ("a0", np.int64), ("a1", np.int64), ("b0", np.int64),
+                          ("b1", np.int64), ("nsp", np.int8), ("r0", np.int64), ("r1", np.int64)])
 
 
 def _rng(seed: int, epoch: int, stream: int) -> np.random.Generator:
@@ -139,6 +144,57 @@ def add_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray, nsp_
     return chunks
 
 
+def _pieces(offsets: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner, piece start, piece end) of the spans [start, end) cut at every sentence start inside them,
+    in span order then position (an empty span has no piece)."""
+    k0 = np.searchsorted(offsets, start, side="right")
+    k1 = np.searchsorted(offsets, end, side="left")
+    inner = np.where(end > start, np.maximum(k1 - k0, 0), 0)  # sentence starts strictly inside each span
+    n = np.where(end > start, inner + 1, 0)
+    owner = np.repeat(np.arange(len(start)), n)
+    j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)  # piece number within its span
+    cut = lambda i: np.where(i == 0, start[owner], offsets[np.minimum(k0[owner] + i - 1, len(offsets) - 1)])  # noqa: E731
+    p0 = cut(j)
+    p1 = np.where(j == n[owner] - 1, end[owner], offsets[np.minimum(k0[owner] + j, len(offsets) - 1)])
+    return owner, p0, p1
+
+
+def sentence_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """RoBERTa's SENTENCE-PAIR samples of an epoch's chunks (``SENTENCE_PAIR`` rows, sorted by chunk): each
+    chunk's A and B cut at their sentence starts into pieces, in order; pieces 2j and 2j + 1 form pair j
+    (an odd last piece stands alone: no pair loss); NSP replaces the second piece, half of the time, by a
+    segment of exactly its length from another document (``random_segments``). So a chunk's pairs hold
+    exactly its content tokens, or as many, and every format of a seed reads the same chunks."""
+    offsets = np.asarray(corpus.sentences)
+    n = len(chunks)
+    ends = np.concatenate([chunks["a0"], chunks["b0"]]), np.concatenate([chunks["a1"], chunks["b1"]])
+    owner, p0, p1 = _pieces(offsets, *ends)
+    chunk = owner % n if n else owner
+    order = np.lexsort((owner, chunk))  # per chunk: A's pieces, then B's (owner < n is A)
+    chunk, p0, p1 = chunk[order], p0[order], p1[order]
+    count = np.bincount(chunk, minlength=n)
+    j = np.arange(len(chunk)) - np.repeat(np.cumsum(count) - count, count)  # piece number within its chunk
+    first = j % 2 == 0
+    alone = first & (j == np.repeat(count, count) - 1)
+    pairs = np.zeros(int(first.sum()), SENTENCE_PAIR)
+    pairs["chunk"], pairs["a0"], pairs["a1"] = chunk[first], p0[first], p1[first]
+    second = np.flatnonzero(first & ~alone) + 1
+    paired = ~alone[first]
+    pairs["b0"], pairs["b1"] = pairs["a1"], pairs["a1"]
+    pairs["b0"][paired], pairs["b1"][paired] = p0[second], p1[second]
+    length = pairs["b1"] - pairs["b0"]
+    replaced = (rng.random(len(pairs)) < 0.5) & paired
+    todo = np.flatnonzero(replaced)
+    r0 = random_segments(corpus, docs, chunks["doc"][pairs["chunk"][todo]], length[todo], rng) if todo.size else \
+        np.zeros(0, np.int64)
+    doc_end = np.asarray(corpus.sentences[corpus.doc_sentences(docs)[1]])
+    r1 = np.minimum(r0 + length[todo], doc_end[np.searchsorted(doc_end, r0, side="right")]) if todo.size else r0
+    pairs["r0"], pairs["r1"] = pairs["b0"], pairs["b1"]
+    pairs["r0"][todo], pairs["r1"][todo] = r0, r1
+    pairs["nsp"] = np.where(paired, replaced, IGNORE)
+    return pairs
+
+
 def chunk_lengths(chunks: np.ndarray) -> np.ndarray:
     """Tokens of A and B: what the batch order buckets on, the same for every input format."""
     return (chunks["a1"] - chunks["a0"]) + (chunks["b1"] - chunks["b0"])
@@ -203,6 +259,26 @@ class Samples:
                        docs=hashlib.sha256(np.asarray(self.docs).tobytes()).hexdigest())
             self._memo[("order", epoch)] = _cached(self.cache / f"{key}.npy", compute) if self.cache else compute()
         return self._memo[("order", epoch)]
+
+    def sentence_pairs(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(pairs, first) of an epoch's chunks for RoBERTa's SENTENCE-PAIR (``sentence_pairs``): chunk i's
+        pairs are ``pairs[first[i]:first[i + 1]]``. Drawn from their own stream: the chunks, their NSP and
+        SOP draws and the batch order are those of every other format."""
+        e = 0 if self.static else epoch
+        if ("pairs", e) not in self._memo:
+            def compute():
+                return sentence_pairs(self.corpus, self.chunks(e), self.docs, _rng(self.data_seed, e, 4))
+            key = _key(self.corpus, kind="sentence_pairs", seq_len=self.seq_len, ssp=self.short_seq_prob,
+                       seed=self.data_seed, epoch=e, docs=hashlib.sha256(np.asarray(self.docs).tobytes()).hexdigest())
+            pairs = _cached(self.cache / f"{key}.npy", compute) if self.cache else compute()
+            first = np.searchsorted(pairs["chunk"], np.arange(len(self.chunks(e)) + 1), side="left")
+            self._memo[("pairs", e)] = (pairs, first)
+        return self._memo[("pairs", e)]
+
+    def batch_pairs(self, epoch: int, idx: np.ndarray) -> list[np.ndarray]:
+        """The sentence pairs of the chunks ``idx`` of ``epoch``, one array per chunk."""
+        pairs, first = self.sentence_pairs(epoch)
+        return [np.asarray(pairs[first[i]:first[i + 1]]) for i in np.asarray(idx)]
 
     def batches_in_epoch(self, epoch: int) -> int:
         return len(self.order(epoch))

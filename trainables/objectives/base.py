@@ -19,7 +19,7 @@ class Variant:
     """A named set of loss weights and the input format it trains on; never a code path."""
 
     weights: dict[str, float]
-    input_format: str  # single | nsp_pairs | sop_pairs | full_sentences (trainables.data.batches)
+    input_format: str  # single | nsp_pairs | sop_pairs | full_sentences | sentence_pairs (trainables.data.batches)
     doc: str = ""
 
 

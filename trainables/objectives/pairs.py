@@ -18,7 +18,8 @@ from trainables.objectives.base import Objective, Variant
 
 def pair_loss(out, batch, options=None):
     """Two-way cross-entropy of the pair head (NSP: is B next? SOP: are A and B swapped?)."""
-    return F.cross_entropy(out.pair_logits.float(), batch.pair_labels, ignore_index=IGNORE)
+    logits = out.pair_logits.float()  # (B, 2), or (B, Q, 2): one per packed sentence pair
+    return F.cross_entropy(logits.reshape(-1, 2), batch.pair_labels.reshape(-1), ignore_index=IGNORE)
 
 
 def _accuracy(fmt: str, name: str):
@@ -44,7 +45,10 @@ NSP = Objective(
     "nsp", "next sentence prediction: is segment B the continuation of A, or from another document?", pair_loss,
     head="pair", head_params=PAIR_HEAD, pairs="nsp", intrinsic=_accuracy("nsp_pairs", "pair_acc_nsp"), flops=_pair_flops,
     metrics=(("pair_acc_nsp", "held-out NSP accuracy of the pair head (chance 0.5)"),),
-    variants={"nsp_only": Variant({"nsp": 1.0}, "nsp_pairs", "NSP alone")},
+    variants={"nsp_only": Variant({"nsp": 1.0}, "nsp_pairs", "NSP alone"),
+              "sentence_pair": Variant({"mlm": 1.0, "nsp": 1.0}, "sentence_pairs",
+                                       "RoBERTa's SENTENCE-PAIR+NSP: MLM + NSP on pairs of single sentences, packed "
+                                       "per chunk, each pair attending to itself only")},
 )
 SOP = Objective(
     "sop", "sentence order prediction: are segments A and B in their original order?", pair_loss,
