@@ -1,5 +1,5 @@
 """sweeps/reproduce.py: --list with citations, one-line errors, every recipe plans at every scale without
-training (the --hardware path needs no local timing), and the bert-t5, electra-t1 and roberta-t2 smoke runs end to end
+training (the --hardware path needs no local timing), and every recipe's smoke run end to end
 with the paper-vs-run table printed first and written (slow)."""
 
 import os
@@ -85,15 +85,23 @@ def test_peak_tflops_plans_without_a_named_accelerator(tmp_path, capsys):
     assert "400 TFLOPS peak" in out and "plan on" not in out  # the shared wall column needs a named rate
 
 
+SMOKE_RUNS = [("bert-t5", "full - mlm_only", 5), ("electra-t1", "electra - full", 1),
+              ("roberta-t2", "sentence_pair - segment_pair", 3), ("albert-t5", "mlm_sop - full", 4),
+              ("wettig-mask", "mlm_only@0.40 - mlm_only@0.15", 1)]
+
+
+def test_every_recipe_has_a_smoke_run():
+    assert sorted(n for n, *_ in SMOKE_RUNS) == sorted(RUNNABLE)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name, contrast, rows", [("bert-t5", "full - mlm_only", 5), ("electra-t1", "electra - full", 1),
-                                                  ("roberta-t2", "doc_sentences - full_sentences", 3)])
+@pytest.mark.parametrize("name, contrast, rows", SMOKE_RUNS)
 def test_smoke_end_to_end_prints_and_writes_the_paper_table(name, contrast, rows, tmp_path):
-    """~2 minutes each on 2 cores (roberta-t2: 3 variants): smoke preset, x 3 seeds, one task (half the fine-tuning
-    trials)."""
+    """~1-2 minutes each on 2 cores (roberta-t2: 4 variants, albert-t5 3): smoke preset, x 2 seeds, one task
+    (half the fine-tuning trials)."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, str(REPO / "sweeps" / "reproduce.py"), name, "--scale", "smoke", "--storage",
-           str(tmp_path), "--name", "run", "--quiet", "--tasks", "sentiment"]
+           str(tmp_path), "--name", "run", "--quiet", "--tasks", "sentiment", "--seeds", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out, c = proc.stdout, RECIPES[name].citation
