@@ -118,6 +118,21 @@ def test_objectives_with_their_own_encoder_pass_refuse_packed_pairs(tmp_path):
         "sentence_pairs"
 
 
+def test_static_masking_keeps_a_chunks_packed_row_and_masks_in_every_epoch(tmp_path):
+    """One row per chunk: static masks key on the chunk, as in the one-chunk-per-row formats."""
+    steps = build_pretraining_data(_cfg(tmp_path, "objective.static_masking=true", "optim.max_steps=40")).steps
+    samples = steps.phases[0]
+    seen = {}
+    for p in positions_from(steps, Position(0, 0, 0, 0), 40):
+        idx, _ = samples.batch_chunks(p.epoch, p.batch)
+        b = steps.step(p).batch
+        for r, i in enumerate(idx.tolist()):
+            row = (b.input_ids[r][b.attention_mask[r] > 0].tolist(), b.pair_labels[r].tolist())
+            seen.setdefault(i, set()).add((p.epoch, repr(row)))
+    again = [v for v in seen.values() if len({e for e, _ in v}) > 1]
+    assert again and all(len({r for _, r in v}) == 1 for v in again)  # the same masked row in every epoch
+
+
 def test_sentence_pair_pretrains_with_finite_losses_and_records_what_it_saw(tmp_path):
     import json
 

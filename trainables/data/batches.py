@@ -370,7 +370,7 @@ class StepData:
         self.masking, self.phase2_from, self.continuation = masking, phase2_from, continuation
         self.static_shape = static_shape
         check_format(fmt)
-        if fmt not in ROW_PER_CHUNK and any(s.static for s in phases):
+        if fmt not in ROW_PER_CHUNK + ("sentence_pairs",) and any(s.static for s in phases):
             raise ValueError(f"static masking keys on one chunk per row; input format {fmt!r} packs several")
 
     def next(self, p: Position) -> Position:
