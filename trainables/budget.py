@@ -33,7 +33,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from trainables.data.batches import Position, full_sentence_counts, next_token, positions_from, sentence_pair_counts
+from trainables.data.batches import Position, full_sentence_counts, positions_from, row_counts
 from trainables.data.samples import chunk_lengths
 from trainables.flops import StepShape, step_flops
 
@@ -68,26 +68,19 @@ def step_counts(steps, n: int) -> StepCounts:
     """Average real tokens and masked positions per step over the first ``n`` steps of ``steps`` (the
     positions a run of ``n`` steps trained, phase 2 where ``steps.phase2_from`` puts it), from chunk
     lengths: each row masks ``max(1, round(ratio * n))`` of its ``n`` content tokens (``mask_counts``)."""
-    extra = 2 if steps.fmt == "single" else 3
     ratio = steps.masking["ratio"] if steps.masking else None
     tokens = masked = 0
     for p in positions_from(steps, Position(0, 0, 0, 0), n):
         samples = steps.phases[p.phase]
-        rows = samples.chunks(p.epoch)[np.asarray(samples.order(p.epoch)[p.batch])]
-        content = chunk_lengths(rows)
+        idx = np.asarray(samples.order(p.epoch)[p.batch])
+        rows = samples.chunks(p.epoch)[idx]
         if steps.fmt == "full_sentences":  # rows cut from the step's stream: counted as laid out
-            t, _, k = full_sentence_counts(content, samples.seq_len, ratio)
+            t, _, k = full_sentence_counts(chunk_lengths(rows), samples.seq_len, ratio)
             tokens, masked = tokens + t, masked + int(k.sum())
             continue
-        if steps.fmt == "sentence_pairs":  # one row per chunk, 3 specials per pair (2 for an odd last piece)
-            real, content = sentence_pair_counts(samples.batch_pairs(p.epoch, samples.order(p.epoch)[p.batch]))
-            tokens += int(real.sum())
-            if ratio:
-                masked += int(np.minimum(np.maximum(np.round(content * ratio), 1), content).sum())
-            continue
-        tokens += int(content.sum()) + extra * len(content)
-        if steps.fmt == "single":
-            tokens += int(next_token(samples.corpus, rows).sum())
+        pairs = samples.batch_pairs(p.epoch, idx) if steps.fmt == "sentence_pairs" else None
+        real, content = row_counts(samples.corpus, rows, steps.fmt, pairs)
+        tokens += int(real.sum())
         if ratio:
             masked += int(np.minimum(np.maximum(np.round(content * ratio), 1), content).sum())
     return StepCounts(tokens / max(n, 1), masked / max(n, 1))
@@ -105,22 +98,17 @@ def phase_batches(samples) -> Iterator[tuple[int, int]]:
 
 def _shapes(samples, objective, fmt: str, batch_size: int) -> Iterator[tuple[StepShape, int]]:
     """Expected (shape, real tokens) of a phase's successive steps in input format ``fmt``, from chunk lengths."""
-    extra = 2 if fmt == "single" else 3
     for epoch, b in phase_batches(samples):
+        idx = np.asarray(samples.order(epoch)[b])
+        rows = samples.chunks(epoch)[idx]
         if fmt == "full_sentences":
-            content = chunk_lengths(samples.chunks(epoch)[np.asarray(samples.order(epoch)[b])])
-            tokens, T, k = full_sentence_counts(content, samples.seq_len, objective.mask_ratio)
+            tokens, T, k = full_sentence_counts(chunk_lengths(rows), samples.seq_len, objective.mask_ratio)
             yield StepShape(batch_size, T, max(int(k.max()), 1)), tokens
             continue
-        if fmt == "sentence_pairs":
-            real, content = sentence_pair_counts(samples.batch_pairs(epoch, samples.order(epoch)[b]))
-            k = np.maximum(np.round(content * objective.mask_ratio), 1)
-            yield StepShape(batch_size, int(real.max()), int(k.max())), int(real.sum())
-            continue
-        rows = samples.chunks(epoch)[np.asarray(samples.order(epoch)[b])]
-        lengths = chunk_lengths(rows) + extra + (next_token(samples.corpus, rows) if fmt == "single" else 0)
-        k = np.maximum(np.round(chunk_lengths(rows) * objective.mask_ratio), 1)  # masked tokens per row
-        yield StepShape(batch_size, int(lengths.max()), int(k.max())), int(lengths.sum())
+        pairs = samples.batch_pairs(epoch, idx) if fmt == "sentence_pairs" else None
+        real, content = row_counts(samples.corpus, rows, fmt, pairs)
+        k = np.maximum(np.round(content * objective.mask_ratio), 1)  # masked tokens per row
+        yield StepShape(batch_size, int(real.max()), int(k.max())), int(real.sum())
 
 
 class _Spend:

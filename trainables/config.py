@@ -58,6 +58,7 @@ class ModelConfig:
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
 INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences", "sentence_pairs")  # trainables.data.batches
+PAIRS_OF_FORMAT = {"nsp_pairs": "nsp", "sop_pairs": "sop", "sentence_pairs": "nsp"}  # the pair construction each builds
 MASKING = ("token", "whole_word")
 DATA_ORDERS = ("per_seed", "fixed")
 BUDGETS = ("steps", "tokens", "flops")
@@ -129,8 +130,7 @@ class ObjectiveConfig:
                  f"objective weights {', '.join(f'{n}_weight={self.weights[n]}' for n in pairs)}: "
                  f"{' and '.join(pairs)} need differently built pairs and share one pair head; turn one of them off")
         for n, construction in pairs.items():
-            fits = self.input_format == f"{construction}_pairs" or (construction, self.input_format) == ("nsp", "sentence_pairs")
-            require(fits,
+            require(PAIRS_OF_FORMAT.get(self.input_format) == construction,
                      f"objective.input_format={self.input_format!r} cannot train the {n.upper()} loss; "
                      f"use input_format='{construction}_pairs'")
         own_pass = [n for n in self.active if reg.OBJECTIVES[n].corrupt is not None]

@@ -44,9 +44,11 @@ def block_mask(config, blocks: torch.Tensor) -> torch.Tensor:
 
 
 def pooled_pairs(model: BertForPreTraining, hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """BERT's pooler (dense + tanh) on the [CLS] of each packed pair: (B, Q, H) for positions (B, Q)."""
-    picked = hidden.gather(1, positions.unsqueeze(-1).expand(*positions.shape, hidden.shape[-1]))
-    return model.bert.pooler.activation(model.bert.pooler.dense(picked))
+    """BERT's pooler on the [CLS] of each packed pair: (B, Q, H) for positions (B, Q). HF's pooler reads
+    position 0, so each pair's [CLS] vector is handed to it as a sequence of one."""
+    B, Q, H = *positions.shape, hidden.shape[-1]
+    picked = hidden.gather(1, positions.unsqueeze(-1).expand(B, Q, H))
+    return model.bert.pooler(picked.reshape(B * Q, 1, H)).reshape(B, Q, H)
 
 
 def forward_pretraining(model: BertForPreTraining, batch: MaskedBatch, *, need_mlm: bool = True,

@@ -19,13 +19,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from trainables.data.batches import ROW_PER_CHUNK, layout, to_masked
+from trainables.data.batches import layout, to_masked
 from trainables.data.masking import MaskedBatch
 from trainables.data.samples import Samples
 from trainables.data.shards import PreparedCorpus
 from trainables.schema import COLLAPSE_CLS_COSINE, COLLAPSE_TOKEN_COSINE
 
 EVAL_SEED = 99  # the held-out chunks, pairs and masks: the same for every seed and variant
+EVAL_FORMATS = ("single", "nsp_pairs", "sop_pairs")  # the held-out sets: one per format a metric reads
 DIAGNOSTICS = (("token_cosine", "mean pairwise cosine of held-out token vectors (1.0 = collapsed)"),
                ("cls_cosine", "mean pairwise cosine of held-out [CLS] vectors (1.0 = collapsed)"),
                ("collapsed", "token or [CLS] vectors near-identical"))
@@ -43,12 +44,12 @@ def build_eval_sets(corpus: PreparedCorpus, sp, *, seq_len: int, batch_size: int
     samples = Samples(corpus, seq_len=seq_len, short_seq_prob=0.0, batch_size=batch_size, data_seed=EVAL_SEED,
                       docs=corpus.heldout_docs, cache=False)
     chunks = samples.chunks(0)[:batch_size * n_batches]
-    # the one-chunk-per-row formats: what the objectives' metrics read (full_sentences adds nothing they measure)
-    masked: dict[str, list[MaskedBatch]] = {f: [] for f in ROW_PER_CHUNK}
-    plain: dict[str, list[MaskedBatch]] = {f: [] for f in ROW_PER_CHUNK}
+    # what the objectives' metrics read (the packed formats add nothing they measure)
+    masked: dict[str, list[MaskedBatch]] = {f: [] for f in EVAL_FORMATS}
+    plain: dict[str, list[MaskedBatch]] = {f: [] for f in EVAL_FORMATS}
     for start in range(0, len(chunks), batch_size):
         idx = np.arange(start, min(start + batch_size, len(chunks)))
-        for fmt in ROW_PER_CHUNK:
+        for fmt in EVAL_FORMATS:
             laid = layout(corpus, chunks[idx], fmt, sp, idx)
             masked[fmt].append(to_masked(laid, sp, ratio=eval_mask_ratio, seed=EVAL_SEED, keys=idx))
             plain[fmt].append(to_masked(laid, sp, ratio=None, seed=0, keys=idx))

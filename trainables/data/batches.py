@@ -38,12 +38,12 @@ import numpy as np
 import torch
 
 from trainables.data.masking import MaskedBatch, mask_arrays, mask_counts
-from trainables.data.samples import IGNORE, Samples
+from trainables.data.samples import IGNORE, Samples, chunk_lengths
 from trainables.data.shards import PreparedCorpus
 from trainables.flops import StepShape
 
 INPUT_FORMATS = ("single", "nsp_pairs", "sop_pairs", "full_sentences", "sentence_pairs")
-ROW_PER_CHUNK = ("single", "nsp_pairs", "sop_pairs")  # one chunk per row (static masks key on the chunk)
+ROW_PER_CHUNK = ("single", "nsp_pairs", "sop_pairs", "sentence_pairs")  # one chunk per row (static masks key on it)
 STATIC_KEY = 1 << 40  # static masks key on the chunk: a key space apart from (step, row)
 
 
@@ -216,6 +216,16 @@ def _sentence_pairs(corpus: PreparedCorpus, rows: np.ndarray, sp: SpecialIds, ch
     return batch, src
 
 
+def row_counts(corpus: PreparedCorpus, rows: np.ndarray, fmt: str,
+               pairs: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(real tokens, content tokens the mask count is taken on) per row of a one-chunk-per-row format, as
+    ``layout`` makes them, from the chunks alone (the budget plans with it)."""
+    if fmt == "sentence_pairs":
+        return sentence_pair_counts(pairs)
+    content = chunk_lengths(rows)
+    return content + (2 + next_token(corpus, rows) if fmt == "single" else 3), content
+
+
 def sentence_pair_counts(pairs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(real tokens, content tokens) per row of sentence_pairs for the chunks' ``pairs``, as laid out."""
     content = np.array([int(((r["a1"] - r["a0"]) + (r["r1"] - r["r0"])).sum()) for r in pairs], np.int64)
@@ -258,11 +268,10 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
     attention = (np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64)
     labels = np.full(len(rows), IGNORE, np.int64) if fmt == "single" else \
         rows["nsp" if fmt == "nsp_pairs" else "sop"].astype(np.int64)
-    uncounted = np.array([b[1] - c["b1"] for (_, b), c in zip(spans, rows)], np.int64) if fmt == "single" else \
-        np.zeros(len(rows), np.int64)
-    if fmt == "single":  # the next token is taken out of the mask count where it is maskable (a regular id)
-        last = np.array([ids[i, len(a) + len(b)] for i, (a, b) in enumerate(segments)]) if len(rows) else np.zeros(0)
-        uncounted = uncounted * (last >= sp.first_regular)
+    uncounted = np.zeros(len(rows), np.int64)
+    if fmt == "single":  # the next token (the row's last before [SEP]) is out of the mask count where maskable
+        added = np.array([b[1] for _, b in spans], np.int64) - rows["b1"]
+        uncounted = added * (ids[np.arange(len(rows)), lengths - 2] >= sp.first_regular)
     return PretrainBatch(ids, types, attention, labels, np.asarray(chunk_index, np.int64), rows["doc"].copy(),
                          uncounted)
 
@@ -370,7 +379,7 @@ class StepData:
         self.masking, self.phase2_from, self.continuation = masking, phase2_from, continuation
         self.static_shape = static_shape
         check_format(fmt)
-        if fmt not in ROW_PER_CHUNK + ("sentence_pairs",) and any(s.static for s in phases):
+        if fmt not in ROW_PER_CHUNK and any(s.static for s in phases):
             raise ValueError(f"static masking keys on one chunk per row; input format {fmt!r} packs several")
 
     def next(self, p: Position) -> Position:

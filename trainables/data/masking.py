@@ -59,8 +59,7 @@ class MaskedBatch(NamedTuple):
     pair_positions: torch.Tensor | None = None
 
     def _map(self, f) -> "MaskedBatch":
-        tensors = [t if i == 6 or t is None else f(t) for i, t in enumerate(self)]
-        return MaskedBatch(*tensors)
+        return MaskedBatch(*(f(t) if isinstance(t, torch.Tensor) else t for t in self))  # unpadded, absent ones as is
 
     def to(self, device, non_blocking: bool = True) -> "MaskedBatch":
         return self._map(lambda t: t.to(device, non_blocking=non_blocking))

@@ -126,6 +126,17 @@ def random_segments(corpus: PreparedCorpus, docs: np.ndarray, own: np.ndarray, l
     return np.asarray(corpus.sentences[sent[pick]])
 
 
+def random_spans(corpus: PreparedCorpus, docs: np.ndarray, own: np.ndarray, length: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of NSP's random spans: ``random_segments``' starts, each span ``length`` long, bounded by
+    its document's end (which ``random_segments`` leaves room for)."""
+    if not len(length):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    r0 = random_segments(corpus, docs, own, length, rng)
+    doc_end = np.asarray(corpus.sentences[corpus.doc_sentences(docs)[1]])  # the other document's end bounds it
+    return r0, np.minimum(r0 + length, doc_end[np.searchsorted(doc_end, r0, side="right")])
+
+
 def add_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray, nsp_rng: np.random.Generator,
               sop_rng: np.random.Generator) -> np.ndarray:
     """NSP: B replaced half of the time by a segment of exactly B's length from another document
@@ -134,9 +145,7 @@ def add_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray, nsp_
     n = len(chunks)
     b_len = np.maximum(chunks["b1"] - chunks["b0"], 1)
     replaced = nsp_rng.random(n) < 0.5
-    r0 = random_segments(corpus, docs, chunks["doc"], b_len, nsp_rng) if n else np.zeros(0, np.int64)
-    doc_end = np.asarray(corpus.sentences[corpus.doc_sentences(docs)[1]])  # the other document's end bounds B'
-    r1 = np.minimum(r0 + b_len, doc_end[np.searchsorted(doc_end, r0, side="right")] if n else r0)
+    r0, r1 = random_spans(corpus, docs, chunks["doc"], b_len, nsp_rng)
     empty = (chunks["a1"] <= chunks["a0"]) | (chunks["b1"] <= chunks["b0"])
     chunks["nsp"] = np.where(empty, IGNORE, replaced)
     chunks["r0"], chunks["r1"] = np.where(replaced, r0, chunks["b0"]), np.where(replaced, r1, chunks["b1"])
@@ -163,7 +172,7 @@ def sentence_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray,
     """RoBERTa's SENTENCE-PAIR samples of an epoch's chunks (``SENTENCE_PAIR`` rows, sorted by chunk): each
     chunk's A and B cut at their sentence starts into pieces, in order; pieces 2j and 2j + 1 form pair j
     (an odd last piece stands alone: no pair loss); NSP replaces the second piece, half of the time, by a
-    segment of exactly its length from another document (``random_segments``). So a chunk's pairs hold
+    segment of exactly its length from another document (``random_spans``, as add_pairs' B'). So a chunk's pairs hold
     exactly its content tokens, or as many, and every format of a seed reads the same chunks."""
     offsets = np.asarray(corpus.sentences)
     n = len(chunks)
@@ -185,10 +194,7 @@ def sentence_pairs(corpus: PreparedCorpus, chunks: np.ndarray, docs: np.ndarray,
     length = pairs["b1"] - pairs["b0"]
     replaced = (rng.random(len(pairs)) < 0.5) & paired
     todo = np.flatnonzero(replaced)
-    r0 = random_segments(corpus, docs, chunks["doc"][pairs["chunk"][todo]], length[todo], rng) if todo.size else \
-        np.zeros(0, np.int64)
-    doc_end = np.asarray(corpus.sentences[corpus.doc_sentences(docs)[1]])
-    r1 = np.minimum(r0 + length[todo], doc_end[np.searchsorted(doc_end, r0, side="right")]) if todo.size else r0
+    r0, r1 = random_spans(corpus, docs, chunks["doc"][pairs["chunk"][todo]], length[todo], rng)
     pairs["r0"], pairs["r1"] = pairs["b0"], pairs["b1"]
     pairs["r0"][todo], pairs["r1"][todo] = r0, r1
     pairs["nsp"] = np.where(paired, replaced, IGNORE)
