@@ -23,8 +23,8 @@ from trainables.pretrain import build_pretraining_data
 TIMEOUT_S = 60  # a rank waiting on a collective the other never joins fails the test instead of hanging
 
 
-def _cfg(tmp, *extra):
-    return build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
+def _cfg(tmp, *extra, variant="full"):
+    return build_config("smoke", variant, ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
                                           f"data.cache_dir={tmp}", "run.tensorboard=false", *extra])
 
 
@@ -110,6 +110,18 @@ def test_at_a_token_budget_every_rank_stops_at_the_same_step(cache, tmp_path):
 
     single = run_pretraining(one, tmp_path / "single", device="cpu")
     assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])  # global counts, as on one worker
+
+
+def test_packed_sentence_pairs_train_on_two_ranks_with_accumulation_as_on_one(cache, tmp_path):
+    """sentence_pairs' extra tensors (blocks, position ids, each pair's [CLS] and label) split by rank and
+    micro-batch with the rows they belong to: two gloo ranks at accumulation 2 spend the one-worker run's budget."""
+    args = ("optim.budget=tokens", "optim.batch_size=16", "optim.max_steps=9", "optim.grad_accum=2", "run.log_every=3")
+    r0, r1 = _run_two(tmp_path, _cfg(cache, *args, variant="sentence_pair"))
+    assert r0["steps"] == r1["steps"] and r0["tokens"] == r1["tokens"] and "nan" not in r0
+    from trainables.pretrain import run_pretraining
+
+    single = run_pretraining(_cfg(cache, *args, variant="sentence_pair"), tmp_path / "single", device="cpu")
+    assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])
 
 
 def test_a_nan_on_one_rank_stops_every_rank_at_that_log_step(cache, tmp_path):
