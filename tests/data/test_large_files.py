@@ -22,7 +22,7 @@ from trainables.presets import build_config
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    """A fixed tokenizer: WordPiece training is not bit-reproducible across processes (see tokenizer.py)."""
+    """One tokenizer for the module (trained once: training costs two passes)."""
     out = tmp_path_factory.mktemp("tok")
     train_wordpiece(synthetic_documents(300), 1024).save_pretrained(str(out))
     return str(out)

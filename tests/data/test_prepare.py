@@ -17,7 +17,7 @@ from trainables.data.sources import synthetic_documents
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    """A fixed tokenizer: WordPiece training is not bit-reproducible across processes (see tokenizer.py)."""
+    """One tokenizer for the module (trained once: training costs two passes)."""
     out = tmp_path_factory.mktemp("tok")
     train_wordpiece(synthetic_documents(300), 1024).save_pretrained(str(out))
     return str(out)
@@ -171,3 +171,58 @@ def test_the_prepare_command_writes_where_a_sweep_with_the_same_storage_reads(tm
     assert main(["prepare", "--preset", "smoke", "--corpus", str(tmp_path / "missing")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "'nope'" in err[0] and "smoke" in err[0] and "missing" in err[1], err
+
+
+_TIES_CORPUS = '''
+import random, sys
+from pathlib import Path
+rng = random.Random(0)
+alpha = "abcdefghijklmnopqrstuvwxyz\u03b1\u03b2\u03b3\u03b4\u03b5\u03b6\u03b7\u03b8\u03b9\u03ba\u03bb\u03bc\u03bd\u03be\u03bf\u03c0"
+words = ["".join(rng.choice(alpha) for _ in range(rng.randint(2, 9))) for _ in range(600)]
+out = Path(sys.argv[1]); out.mkdir(parents=True)
+for f in range(3):
+    docs = [" ".join(" ".join(rng.choice(words) for _ in range(12)).capitalize() + "." for _ in range(8))
+            for _ in range(120)]
+    (out / f"part{f}.txt").write_text("\\n\\n".join(docs))
+'''
+
+_PREPARE = '''
+import sys
+from trainables.presets import build_config
+from trainables.data.prepare import prepare_corpus
+corpus, cache = sys.argv[1], sys.argv[2]
+d = build_config("smoke", "full", [f"data.corpus={corpus}", f"data.cache_dir={cache}"]).data
+print(prepare_corpus(d, 1024, workers=2))
+'''
+
+
+def test_two_preparations_in_two_processes_write_byte_identical_folders(tmp_path):
+    """A tokenizer trained in another process used to number its pieces otherwise (and on a corpus with many
+    count ties, as this one, learn other pieces), and with them every shard; now every file is the same."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "corpus"
+    subprocess.run([sys.executable, "-c", _TIES_CORPUS, str(corpus)], check=True)
+    folders = []
+    for name in ("a", "b"):
+        out = subprocess.run([sys.executable, "-c", _PREPARE, str(corpus), str(tmp_path / name)], check=True,
+                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        folders.append(prepare.shards.local_path(out))
+    assert folders[0] != folders[1] and folders[0].name == folders[1].name  # two caches, one fingerprint
+
+    def contents(folder):
+        files = {}
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                data = p.read_bytes()
+                if p.name == "manifest.json":  # everything but the time it took
+                    m = json.loads(data)
+                    m.pop("prepare_seconds")
+                    data = json.dumps(m, sort_keys=True).encode()
+                files[str(p.relative_to(folder))] = data
+        return files
+
+    a, b = contents(folders[0]), contents(folders[1])
+    assert sorted(a) == sorted(b) and any(k.endswith(".npy") for k in a)
+    assert [k for k in a if a[k] != b[k]] == []

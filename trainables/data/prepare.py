@@ -66,7 +66,10 @@ def tokenizer_spec(data, vocab_size: int, tokenizer_dir: str = "") -> dict:
             raise CorpusError(f"tokenizer directory {str(p.parent)!r} has no tokenizer.json; it needs the files "
                               "written by tokenizer.save_pretrained (tokenizer.json, tokenizer_config.json)")
         return {"given": hashlib.sha256(p.read_bytes()).hexdigest()}
-    return {"wordpiece": vocab_size, "lowercase": data.lowercase, "sample": data.tokenizer_sample}
+    from trainables.data.tokenizer import TOKENIZER_VERSION
+
+    return {"wordpiece": vocab_size, "lowercase": data.lowercase, "sample": data.tokenizer_sample,
+            "version": TOKENIZER_VERSION}
 
 
 def decontamination_tasks(cfg) -> list[str]:
@@ -131,8 +134,8 @@ def _write_tokenizer(dir_uri: str, units: list[Unit], data, vocab_size: int, tok
         tok = load_tokenizer(tokenizer_dir)
     else:
         log.info("training WordPiece (vocab %d) on the first %d sentences", vocab_size, data.tokenizer_sample)
-        tok = train_wordpiece_on(_sample_sentences(units, data.text_column, data.tokenizer_sample), vocab_size,
-                                 data.lowercase)
+        tok = train_wordpiece_on(lambda: _sample_sentences(units, data.text_column, data.tokenizer_sample),
+                                 vocab_size, data.lowercase)
     tmp = Path(shards.local_path(dir_uri).parent if shards.is_local(dir_uri) else "/tmp") / f".tok{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tok.save_pretrained(str(tmp))

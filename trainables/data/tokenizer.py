@@ -4,17 +4,21 @@ The tokenizer is a ``transformers.BertTokenizerFast`` built from a ``tokenizers`
 5 silently ignores ``vocab_file=``), with a post-processor that adds ``[CLS]``/``[SEP]`` and
 ``token_type_ids``, so that stock ``AutoTokenizer`` / ``pipeline`` code loads it from a checkpoint.
 
-Training is not bit-reproducible across processes (``tokenizers`` assigns the ids of continuation
-pieces in hash-map order and breaks ties on them: huggingface/tokenizers#1794), so a corpus is
-tokenized once, at preparation, and every trial reads the tokenizer written beside its shards; its
-checksum is in the prepared manifest and in every run's record.
+Training is bit-reproducible across processes and machines. ``tokenizers`` alone is not: it numbers
+the continuation characters (``##x``) in hash-map order and breaks merge ties on those numbers
+(huggingface/tokenizers#1794), so in another process a few hundred pieces get other ids (the built-in
+corpus at 8,192) or other pieces are learned (a corpus with many ties), and with them every shard,
+initial embedding row and score change. ``train_wordpiece_on`` fixes those numbers before the merges and
+renumbers the result in a canonical order (``canonical_vocab``); WordPiece's greedy longest match reads
+the vocabulary as a set, so the order changes no segmentation. ``TOKENIZER_VERSION`` is part of the prepared folder's fingerprint, so a folder prepared with the old
+ids is never silently reused.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertTokenizerFast, PreTrainedTokenizerFast
@@ -23,6 +27,7 @@ from trainables.data.text import CorpusError, Document
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+TOKENIZER_VERSION = 2  # 2: continuation pieces numbered before the merges, ids in canonical order; 1: hash-map order
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -37,21 +42,55 @@ def _wrap(tok: Tokenizer, lowercase: bool) -> PreTrainedTokenizerFast:
                              model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
-def train_wordpiece_on(sentences: Iterable[str], vocab_size: int, lowercase: bool = True) -> PreTrainedTokenizerFast:
-    """Train a BERT-style WordPiece on an iterable of sentences."""
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+def _bert_tokenizer(vocab: dict[str, int] | None, lowercase: bool) -> Tokenizer:
+    """BERT's WordPiece pipeline (normalizer, pre-tokenizer, decoder) around ``vocab`` (None: untrained)."""
+    model = models.WordPiece(vocab, unk_token="[UNK]", continuing_subword_prefix="##") if vocab else \
+        models.WordPiece(unk_token="[UNK]")
+    tok = Tokenizer(model)
     tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                                 strip_accents=None, lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##")
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                        min_frequency=2, show_progress=False)
+    return tok
+
+
+def _train_pass(sentences: Iterable[str], vocab_size: int, lowercase: bool, first: Sequence[str]) -> dict[str, int]:
+    tok = _bert_tokenizer(None, lowercase)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(first), min_frequency=2,
+                                        show_progress=False)
     tok.train_from_iterator(sentences, trainer=trainer)
+    return tok.get_vocab(with_added_tokens=False)
+
+
+def train_wordpiece_on(sentences: Iterable[str] | Callable[[], Iterable[str]], vocab_size: int,
+                       lowercase: bool = True) -> PreTrainedTokenizerFast:
+    """Train a BERT-style WordPiece on sentences (an iterable, or a function giving them anew: they are read
+    twice), the same pieces and ids in every process.
+
+    ``tokenizers`` numbers the continuation characters (``##x``) in hash-map order, and its merges break
+    count ties on those numbers, so on its own it can learn other pieces in another process. The first
+    pass finds the continuation characters (every one gets a piece); the second trains with them listed
+    right after the special tokens, in code-point order, so every id the merges compare is fixed. The
+    result is renumbered by ``canonical_vocab``."""
+    again = sentences if callable(sentences) else (lambda items=list(sentences): items)
+    first = _train_pass(again(), vocab_size, lowercase, SPECIAL_TOKENS)
+    continuations = sorted(t for t in first if t.startswith("##") and len(t) == 3)
+    vocab = _train_pass(again(), vocab_size, lowercase, [*SPECIAL_TOKENS, *continuations])
+    tok = _bert_tokenizer(canonical_vocab(vocab), lowercase)
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
     return _wrap(tok, lowercase)
+
+
+def canonical_vocab(vocab: dict[str, int]) -> dict[str, int]:
+    """The same pieces numbered in an order that depends on nothing but the pieces: the special tokens in
+    ``SPECIAL_TOKENS``' order (ids 0-4, as the trainer gives them), then word-initial pieces, then ``##``
+    continuations, each sorted by code point."""
+    rest = sorted((t for t in vocab if t not in SPECIAL_TOKENS), key=lambda t: (t.startswith("##"), t))
+    return {t: i for i, t in enumerate([t for t in SPECIAL_TOKENS if t in vocab] + rest)}
 
 
 def train_wordpiece(docs: list[Document], vocab_size: int, lowercase: bool = True) -> PreTrainedTokenizerFast:
