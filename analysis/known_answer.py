@@ -2,35 +2,44 @@
 
     from analysis.known_answer import check_planted, format_check
     check = check_planted(report.contributions)      # one row per planted effect, and the null task
-    print(format_check(check))
+    print(format_check(check)); check.passed           # the gate: every checkable effect and the null rule
 
-A planted effect is **recovered** when its contrast on its task is called in the expected direction:
-a reliable interval (>= 3 pretraining seeds) that excludes 0 on the expected side, with a Holm-adjusted
-p < 0.05 over the planted effects (the confirmatory family: these hypotheses are stated before the run,
-so they are adjusted among themselves, not among every exploratory cell of the report). The null task's
-truth is 0 for every contrast: the check counts how many of its intervals cover 0.
+The rule, frozen before the replication on new languages (README, "The instrument check"):
+
+* A checkable planted effect is **recovered** when its contrast on its task is called in the expected
+  direction: a reliable interval (>= 3 pretraining seeds) that excludes 0 on the expected side, with a
+  Holm-adjusted p < 0.05 over the checkable planted effects (the confirmatory family).
+* An effect the design cannot make certain at this size is listed as **not checkable at this size**: its
+  estimate is shown, it gets no verdict, and the headline of a report never quotes that contrast as
+  checked.
+* The null task's labels are independent of its text, so every contrast's truth on it is 0. It passes
+  when **none of its contrasts is called** (Holm over the null task's own contrasts, the same rule):
+  the family-wise error of that rule is 5%.
+* The check **passes** when every checkable effect is recovered and the null task passes.
+
+Each effect is read where it lives: the lexical and order effects in the frozen encoder (the linear
+probe), NSP's loss effect fine-tuned with a fresh [CLS] head (``finetune.head=cls``: no pooler trained by
+NSP is credited) at a rate chosen on dev from a small grid (the known-answer preset's ``lr_grid``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 from analysis.bootstrap import Interval
-from analysis.inference import ALPHA, holm
+from analysis.inference import ALPHA, called, holm
 
 NULL_TASK = "planted_null"
-# MLM's effects and SOP's are read where pretraining put them, in the frozen encoder (the linear probe). NSP's is read
-# as BERT's Table 5 measured it, with MLM on both sides and fine-tuned: NSP alone learns unevenly across seeds at
-# this budget (held-out NSP accuracy 0.80-0.90, the discourse probe 0.60-0.73 against 0.46-0.52 for none), so no
-# 3-seed interval of nsp_only - none is certain; with MLM, NSP reaches 0.91-0.94 on every seed, and BERT's head
-# reads the pooler NSP trained (the frozen mean-pooled probe does not see the [CLS] relation). SOP is read alone
-# against NSP alone: with MLM on, SOP does not leave chance within 1,200 steps (held-out 0.54-0.55; MLM's gradient
-# dominates), while SOP alone reaches 0.96-1.00.
 LEXICAL, ORDER = "planted_lexical (probe)", "planted_order (probe)"
-DISCOURSE = "planted_discourse"  # fine-tuned
+DISCOURSE = "planted_discourse"  # fine-tuned, head=cls
+RECOVERED, NOT_RECOVERED, NOT_CHECKABLE, NOT_MEASURED = ("recovered", "not recovered", "not checkable at this size",
+                                                         "not measured")
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class PlantedEffect:
     task: str
     sign: int  # +1: the first variant is better
     why: str
+    checkable: bool = True  # False: the design cannot make it certain at this size (shown, never a verdict)
 
 
 PLANTED_EFFECTS = (
@@ -47,9 +57,10 @@ PLANTED_EFFECTS = (
                   "content words' classes show only in their contexts; the test's words are unseen in train"),
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
                   "the same, with NSP on both sides"),
-    PlantedEffect("NSP's contribution on discourse (full - mlm_only)", {"full": 1.0, "mlm_only": -1.0}, DISCOURSE, +1,
-                  "BERT's Table 5 (no NSP): NSP's question on unseen documents; their topics and markers are unseen "
-                  "in train"),
+    PlantedEffect("NSP loss effect (full - mlm_pairs)", {"full": 1.0, "mlm_pairs": -1.0}, DISCOURSE, +1,
+                  "does B continue A's topic? A and B share no topic word and train/test topics are disjoint, so "
+                  "only topic membership learned in pretraining tells; both variants on segment pairs, a fresh "
+                  "[CLS] head"),
     PlantedEffect("SOP ahead of NSP on order (sop_only - nsp_only)", {"sop_only": 1.0, "nsp_only": -1.0}, ORDER,
                   +1, "only stage markers tell the order; NSP is solved by topic alone (ALBERT's argument)"),
 )
@@ -64,27 +75,70 @@ class EffectResult:
     @property
     def recovered(self) -> bool:
         iv = self.interval
-        return bool(iv is not None and iv.reliable and self.p_holm < ALPHA
+        return bool(self.effect.checkable and iv is not None and iv.reliable and self.p_holm < ALPHA
                     and (iv.lo > 0 if self.effect.sign > 0 else iv.hi < 0))
+
+    @property
+    def verdict(self) -> str:
+        if not self.effect.checkable:
+            return NOT_CHECKABLE
+        if self.interval is None:
+            return NOT_MEASURED
+        return RECOVERED if self.recovered else NOT_RECOVERED
 
 
 @dataclass(frozen=True)
 class PlantedCheck:
     effects: list[EffectResult]
+    null_called: int  # null-task contrasts called (Holm over the null task's contrasts): its truth says 0
     null_covered: int  # null-task contrasts whose interval covers 0
     null_total: int
     null_not_learned: bool = False  # no variant beat chance on the null task's dev split (its truth)
 
     @property
+    def checkable(self) -> list[EffectResult]:
+        return [r for r in self.effects if r.effect.checkable]
+
+    @property
     def recovered(self) -> int:
-        return sum(r.recovered for r in self.effects)
+        return sum(r.recovered for r in self.checkable)
+
+    @property
+    def null_passes(self) -> bool:
+        return self.null_total > 0 and self.null_called == 0
+
+    @property
+    def passed(self) -> bool:
+        return self.recovered == len(self.checkable) and self.null_passes
 
     def headline(self) -> str:
-        learned = "no variant beat chance on dev, as its truth says; " if self.null_not_learned else ""
-        null = (f"; the null task: {learned}its intervals cover 0 in {self.null_covered} of {self.null_total} "
-                "contrasts" if self.null_total else "; the null task: no variant beat chance on dev, as its truth says"
-                if self.null_not_learned else "")
-        return f"instrument check: {self.recovered} of {len(self.effects)} planted effects recovered{null}"
+        word = "PASSED" if self.passed else "FAILED"
+        text = f"instrument check {word}: {self.recovered} of {len(self.checkable)} planted effects recovered"
+        unchecked = [r.effect.name.split(" (")[0] for r in self.effects if not r.effect.checkable]
+        if unchecked:
+            text += f" ({', '.join(unchecked)}: not checkable at this size)"
+        if self.null_total:
+            learned = "no variant beat chance on dev, as its truth says; " if self.null_not_learned else ""
+            text += (f"; the null task: {learned}{self.null_called} of {self.null_total} contrasts called "
+                     f"({self.null_covered} of {self.null_total} intervals cover 0)")
+        else:
+            text += "; the null task: not measured"
+        return text
+
+    def to_json(self) -> dict:
+        """What a report needs to say which of its contrasts were checked (``verdict_for``) and the gate."""
+        def one(r: EffectResult) -> dict:
+            iv = r.interval
+            return {"name": r.effect.name, "weights": r.effect.weights, "task": r.effect.task, "verdict": r.verdict,
+                    "estimate": None if iv is None else _finite(iv.estimate), "lo": None if iv is None else
+                    _finite(iv.lo), "hi": None if iv is None else _finite(iv.hi), "p_holm": _finite(r.p_holm)}
+        return {"passed": self.passed, "headline": self.headline(), "effects": [one(r) for r in self.effects],
+                "null": {"called": self.null_called, "covered": self.null_covered, "total": self.null_total,
+                         "passes": self.null_passes}}
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -97,8 +151,9 @@ def _negated(iv: Interval) -> Interval:
 
 
 def _find(contributions, effect: PlantedEffect) -> Interval | None:
-    """The estimate of ``effect``'s contrast on its task, whichever way round the analysis derived it."""
-    for e in contributions.contrasts:
+    """The estimate of ``effect``'s contrast on its task, whichever way round the analysis derived it (a task no
+    variant learned on dev included: its contrasts are then estimated but not reported)."""
+    for e in [*contributions.contrasts, *getattr(contributions, "unlearned", ())]:
         if e.task != effect.task:
             continue
         w = dict(e.contrast.weights)
@@ -109,27 +164,99 @@ def _find(contributions, effect: PlantedEffect) -> Interval | None:
     return None
 
 
+def _holm_p(intervals: list[Interval | None]) -> np.ndarray:
+    p = np.array([iv.p_value if iv is not None and np.isfinite(iv.p_value) else 1.0 for iv in intervals])
+    return holm(p) if len(p) else p
+
+
 def check_planted(contributions, effects=PLANTED_EFFECTS) -> PlantedCheck:
-    """The planted effects' estimates with Holm over them, and the null task's coverage of 0."""
+    """The planted effects' estimates with Holm over the checkable ones, and the null task's rule."""
     found = [_find(contributions, e) for e in effects]
-    p = np.array([iv.p_value if iv is not None and np.isfinite(iv.p_value) else 1.0 for iv in found])
-    p_holm = holm(p) if len(p) else p
+    checkable = [i for i, e in enumerate(effects) if e.checkable]
+    p_holm = np.full(len(effects), np.nan)
+    p_holm[checkable] = _holm_p([found[i] for i in checkable])
     results = [EffectResult(e, iv, float(ph)) for e, iv, ph in zip(effects, found, p_holm)]
     null = [e.interval for e in [*contributions.contrasts, *getattr(contributions, "unlearned", ())]
             if e.task.split(" (")[0] == NULL_TASK and np.isfinite(e.interval.lo)]
+    null_p = _holm_p(null)
+    null_called = sum(called(iv, float(p), ALPHA) for iv, p in zip(null, null_p))
     nulls = [t for t in getattr(contributions, "not_learned", ()) if t.split(" (")[0] == NULL_TASK]
-    return PlantedCheck(results, sum(iv.lo <= 0 <= iv.hi for iv in null), len(null), bool(nulls))
+    return PlantedCheck(results, int(null_called), sum(iv.lo <= 0 <= iv.hi for iv in null), len(null), bool(nulls))
+
+
+def verdict_for(check: dict, weights: dict) -> str:
+    """What the instrument check (``PlantedCheck.to_json()``) says of a report's contrast ``weights``: the
+    verdict of the planted effect with the same contrast (either sign), else ''."""
+    for e in check.get("effects", []):
+        if _same(e["weights"], weights) or _same({k: -v for k, v in e["weights"].items()}, weights):
+            return e["verdict"]
+    return ""
 
 
 def format_check(check: PlantedCheck) -> str:
     """The planted-effects table (Markdown): effect, task, expected sign, estimate [interval], Holm p, verdict."""
     lines = [check.headline(), "",
-             "| planted effect | task | expected | estimate [95% interval] | Holm p | |",
+             "| planted effect | task | expected | estimate [95% interval] | Holm p | verdict |",
              "|---|---|---|---|---|---|"]
     for r in check.effects:
         iv = r.interval
         est = "not measured" if iv is None else f"{iv.estimate:+.3f} [{iv.lo:+.3f}, {iv.hi:+.3f}]"
-        verdict = "**recovered**" if r.recovered else "not recovered"
+        p = f"{r.p_holm:.2g}" if np.isfinite(r.p_holm) else "-"
+        verdict = f"**{r.verdict}**" if r.recovered else r.verdict
         lines.append(f"| {r.effect.name} | {r.effect.task} | {'> 0' if r.effect.sign > 0 else '< 0'} | {est} | "
-                     f"{r.p_holm:.2g} | {verdict} |")
+                     f"{p} | {verdict} |")
+    rule = "passes" if check.null_passes else "FAILS"
+    lines += ["", f"The null task (truth 0 for every contrast) {rule} its rule: {check.null_called} of "
+                  f"{check.null_total} contrasts called after Holm over its own contrasts (allowed: 0)."]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------- replication
+REPLICATION_SHARE = 0.8  # the frozen rule: each checkable effect recovered, and the null passing, in >= 80% of
+# the new languages (4 of 5)
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact binomial interval of k successes in n."""
+    if n == 0:
+        return float("nan"), float("nan")
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(sps.beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(sps.beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Replication:
+    """The check on several languages: per effect the share recovered, and the frozen rule."""
+    checks: dict[int, PlantedCheck]  # language seed -> its check
+
+    def rows(self) -> list[tuple[str, int, int]]:
+        """(what, recovered or passed, out of) per checkable effect, then the null rule and the whole check."""
+        first = next(iter(self.checks.values()))
+        out = [(r.effect.name, sum(c.effects[i].recovered for c in self.checks.values()), len(self.checks))
+               for i, r in enumerate(first.effects) if r.effect.checkable]
+        out.append(("the null task's rule (no contrast called)", sum(c.null_passes for c in self.checks.values()),
+                    len(self.checks)))
+        out.append(("the whole check passed", sum(c.passed for c in self.checks.values()), len(self.checks)))
+        return out
+
+    @property
+    def holds(self) -> bool:
+        return all(k >= REPLICATION_SHARE * n for _, k, n in self.rows()[:-1])
+
+    def format(self) -> str:
+        n = len(self.checks)
+        verdict = "HOLDS" if self.holds else "DOES NOT HOLD"
+        lines = [f"replication on {n} new language(s) ({', '.join(map(str, self.checks))}): the frozen rule "
+                 f"(each checkable effect recovered, and the null rule passed, in >= {REPLICATION_SHARE:.0%} of "
+                 f"the languages) {verdict}", "",
+                 "| planted effect | recovered in | share [95% Clopper-Pearson] |", "|---|---|---|"]
+        for what, k, m in self.rows():
+            lo, hi = clopper_pearson(k, m)
+            lines.append(f"| {what} | {k} of {m} | {k / m:.2f} [{lo:.2f}, {hi:.2f}] |")
+        return "\n".join(lines)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, indent=1, allow_nan=False)

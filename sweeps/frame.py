@@ -41,10 +41,11 @@ def prepare_data(cfg: ExperimentConfig, task_names: list[str], corpus: bool = Tr
     data.allow_epochs times, and write what decontamination removed into ``<root>/export/corpus.json``
     for the report."""
     from trainables.data.prepare import prepare_run
+    from trainables.data.sources import language_of
     from trainables.tasks import load_task
 
     for name in task_names:
-        load_task(name, cfg.data.cache_dir or None)
+        load_task(name, cfg.data.cache_dir or None, language=language_of(cfg.data.corpus))
     if corpus:
         uri = prepare_run(cfg, engine="ray")
         check_prepared_epochs(cfg, uri)

@@ -1,10 +1,14 @@
 """The planted-effects table: a contrast found either way round, recovered only when called in the
-expected direction after Holm over the planted effects, and the null task's coverage of 0."""
+expected direction after Holm over the checkable planted effects; the null task's rule (no contrast called
+after Holm over its own contrasts); the gate; which report contrasts the check vouches for; replication."""
 
 from types import SimpleNamespace
 
+import pytest
+
 from analysis.bootstrap import Interval
-from analysis.known_answer import PLANTED_EFFECTS, check_planted, format_check
+from analysis.known_answer import (NOT_CHECKABLE, PLANTED_EFFECTS, PlantedEffect, Replication, check_planted,
+                                   clopper_pearson, format_check, verdict_for)
 
 
 def _iv(est, half, p, seeds=3):
@@ -15,6 +19,11 @@ def _estimate(task, weights, iv):
     return SimpleNamespace(task=task, contrast=SimpleNamespace(weights=weights), interval=iv)
 
 
+def _null(*intervals):
+    names = ["full", "mlm_only", "sop_only", "nsp_only", "mlm_pairs"]
+    return [_estimate("planted_null", {names[i]: 1.0, "none": -1.0}, iv) for i, iv in enumerate(intervals)]
+
+
 def test_planted_effects_are_recovered_only_when_called_in_the_expected_direction():
     lexical, lexical2, discourse, order = PLANTED_EFFECTS
     contrasts = [
@@ -22,16 +31,41 @@ def test_planted_effects_are_recovered_only_when_called_in_the_expected_directio
         _estimate(lexical2.task, {"nsp_only": 1.0, "full": -1.0}, _iv(-0.25, 0.05, 1e-4)),  # derived the other way
         _estimate(discourse.task, discourse.weights, _iv(-0.20, 0.05, 1e-4)),  # resolved, wrong sign
         _estimate(order.task, order.weights, _iv(0.10, 0.15, 0.2)),  # inconclusive
-        _estimate("planted_null", {"full": 1.0, "none": -1.0}, _iv(0.01, 0.05, 0.7)),
-        _estimate("planted_null", {"mlm_only": 1.0, "none": -1.0}, _iv(0.08, 0.05, 0.01)),  # misses 0
+        *_null(_iv(0.01, 0.05, 0.7), _iv(0.08, 0.05, 0.04)),  # the second misses 0 but is not called after Holm
     ]
     check = check_planted(SimpleNamespace(contrasts=contrasts))
     assert [r.recovered for r in check.effects] == [True, True, False, False]
     assert check.effects[1].interval.estimate == 0.25 and check.effects[1].interval.lo == 0.2
-    assert (check.null_covered, check.null_total) == (1, 2)
+    assert (check.null_called, check.null_covered, check.null_total) == (0, 1, 2) and check.null_passes
+    assert not check.passed
     text = format_check(check)
-    assert text.startswith("instrument check: 2 of 4 planted effects recovered")
+    assert text.startswith("instrument check FAILED: 2 of 4 planted effects recovered")
     assert text.count("**recovered**") == 2 and "not recovered" in text
+
+
+def test_the_check_passes_only_with_every_checkable_effect_and_the_null_rule():
+    good = [_estimate(e.task, e.weights, _iv(0.3, 0.05, 1e-5)) for e in PLANTED_EFFECTS]
+    passed = check_planted(SimpleNamespace(contrasts=good + _null(_iv(0.0, 0.05, 0.9))))
+    assert passed.passed and passed.headline().startswith("instrument check PASSED: 4 of 4")
+    called_null = check_planted(SimpleNamespace(contrasts=good + _null(_iv(0.0, 0.05, 0.9), _iv(0.2, 0.05, 1e-6))))
+    assert called_null.null_called == 1 and not called_null.null_passes and not called_null.passed
+    assert "FAILS its rule: 1 of 2" in format_check(called_null)
+    no_null = check_planted(SimpleNamespace(contrasts=good))
+    assert not no_null.passed and "the null task: not measured" in no_null.headline()
+
+
+def test_an_effect_not_checkable_at_this_size_gets_no_verdict_and_stays_out_of_holm():
+    effects = PLANTED_EFFECTS[:2] + (PlantedEffect("input-format effect (mlm_pairs - mlm_only)",
+                                                   {"mlm_pairs": 1.0, "mlm_only": -1.0}, "planted_lexical (probe)",
+                                                   -1, "why", checkable=False),)
+    contrasts = [_estimate(e.task, e.weights, _iv(0.3, 0.1, 0.02)) for e in effects]
+    check = check_planted(SimpleNamespace(contrasts=contrasts + _null(_iv(0.0, 0.1, 0.9))), effects)
+    assert [r.verdict for r in check.effects] == ["recovered", "recovered", NOT_CHECKABLE]  # Holm over 2, not 3
+    assert check.passed and "input-format effect: not checkable at this size" in check.headline()
+    as_json = check.to_json()
+    assert verdict_for(as_json, {"mlm_only": -1.0, "mlm_pairs": 1.0}) == NOT_CHECKABLE
+    assert verdict_for(as_json, {"none": 1.0, "mlm_only": -1.0}) == "recovered"  # the same contrast, negated
+    assert verdict_for(as_json, {"full": 1.0, "none": -1.0}) == ""
 
 
 def test_holm_over_the_planted_effects_and_unreliable_intervals_are_not_recovered():
@@ -44,13 +78,34 @@ def test_holm_over_the_planted_effects_and_unreliable_intervals_are_not_recovere
     assert missing.recovered == 0 and "not measured" in format_check(missing)
 
 
-def test_a_null_task_not_learned_still_has_its_intervals_read_against_0():
-    """The analysis leaves a task nobody learned out of every family; the check still reads whether its
-    intervals cover 0 (the negative control's truth), from the contrasts the analysis kept aside."""
+def test_a_task_no_variant_learned_still_has_its_contrasts_read():
+    """The analysis leaves a task nobody learned out of every family; the check still reads it: the null
+    task's intervals against 0, and a planted effect's contrast (not recovered when nobody learned it)."""
+    lexical = PLANTED_EFFECTS[0]
     unlearned = [_estimate("planted_null (probe)", {"full": 1.0, "none": -1.0}, _iv(0.01, 0.05, 0.7)),
-                 _estimate("planted_null", {"sop_only": 1.0, "none": -1.0}, _iv(0.09, 0.05, 0.01))]  # misses 0
+                 _estimate("planted_null", {"sop_only": 1.0, "none": -1.0}, _iv(0.09, 0.05, 0.04)),  # misses 0
+                 _estimate(lexical.task, lexical.weights, _iv(0.01, 0.05, 0.7))]
     check = check_planted(SimpleNamespace(contrasts=[], unlearned=unlearned,
-                                          not_learned=("planted_null", "planted_null (probe)")))
+                                          not_learned=("planted_null", "planted_null (probe)", lexical.task)))
     assert (check.null_covered, check.null_total) == (1, 2)
-    assert check.headline().endswith("the null task: no variant beat chance on dev, as its truth says; its intervals "
-                                     "cover 0 in 1 of 2 contrasts")
+    assert check.effects[0].interval is not None and check.effects[0].verdict == "not recovered"
+    assert check.headline().endswith("the null task: no variant beat chance on dev, as its truth says; 0 of 2 "
+                                     "contrasts called (1 of 2 intervals cover 0)")
+
+
+def test_replication_counts_languages_and_applies_the_frozen_rule():
+    good = [_estimate(e.task, e.weights, _iv(0.3, 0.05, 1e-5)) for e in PLANTED_EFFECTS] + _null(_iv(0, .1, .9))
+    bad = [_estimate(e.task, e.weights, _iv(0.0, 0.05, 0.9)) for e in PLANTED_EFFECTS] + _null(_iv(0, .1, .9))
+    checks = {k: check_planted(SimpleNamespace(contrasts=good)) for k in range(4)}
+    rep = Replication({**checks, 9: check_planted(SimpleNamespace(contrasts=bad))})
+    assert rep.holds and rep.rows()[0][1:] == (4, 5) and rep.rows()[-1] == ("the whole check passed", 4, 5)
+    assert "| 4 of 5 | 0.80 [0.28, 0.99] |" in rep.format()
+    two_bad = Replication({**checks, 8: checks[0],
+                           9: check_planted(SimpleNamespace(contrasts=bad)),
+                           10: check_planted(SimpleNamespace(contrasts=bad))})
+    assert not two_bad.holds  # 4 of 6 < 80%
+
+
+def test_clopper_pearson_matches_known_values():
+    assert clopper_pearson(0, 20)[0] == 0.0 and clopper_pearson(0, 20)[1] == pytest.approx(0.1684, abs=1e-4)
+    assert clopper_pearson(5, 5)[0] == pytest.approx(0.4782, abs=1e-4)

@@ -1,5 +1,6 @@
 """Ray end to end (slow; still run by .ci/run): ASHA stops a bad trial, 2-worker gloo Ray Train,
-a NaN run is recorded as failed, the smoke sweep runs, survives a killed driver and resumes."""
+a NaN run is recorded as failed, the smoke sweep runs, survives a killed driver and resumes, and the
+same command on a fresh storage (its own preparation: tokenizer trained anew) gives the same table."""
 
 import os
 import signal
@@ -75,9 +76,9 @@ def test_two_worker_gloo_ray_train_pretraining(ray_local, tmp_path):
     assert (Path(row["checkpoint"]) / "model.safetensors").exists()
 
 
-def _command(tmp_path, *extra):
+def _command(tmp_path, *extra, storage=None):
     return [sys.executable, str(REPO / "sweeps" / "objective_weights.py"), "--preset", "smoke", "--storage",
-            str(tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner", *extra]
+            str(storage or tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner", *extra]
 
 
 def _sweep(tmp_path, *extra):
@@ -128,6 +129,37 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
                            env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
     assert third.returncode == 0 and not _started(third.stdout), third.stdout[-2000:]
     assert time.time() - t0 < 120
+
+    # The same command on a fresh storage prepares its corpus anew (a WordPiece trained in another process)
+    # and, on CPU, measures exactly what the killed-and-resumed sweep measured.
+    fresh = subprocess.run(_command(tmp_path, storage=tmp_path / "fresh"), capture_output=True, text=True,
+                           timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+    again = tmp_path / "fresh" / "s" / "export"
+    assert _measured(export) == _measured(again)
+    assert _table(second.stdout) == _table(fresh.stdout) and _table(fresh.stdout)
+
+
+def _measured(export: Path) -> dict:
+    """What the measurement grid measured: each run's tokens and intrinsic metrics, each eval's dev and test
+    values, each prediction (no times, no paths)."""
+    runs = pd.read_parquet(export / "runs.parquet")
+    runs = runs[runs.phase == "measure"].set_index("run_id").sort_index()
+    keep = ["tokens_seen", "steps"] + [c for c in runs.columns if c.startswith(("mlm_", "pair_", "rtd_"))]
+    evals = pd.read_parquet(export / "evals.parquet")
+    evals = evals[evals.run_id.isin(runs.index)].sort_values(["run_id", "task", "finetune_seed", "mode", "metric",
+                                                              "lr"])
+    preds = pd.read_parquet(export / "predictions.parquet").sort_values(["run_id", "task", "finetune_seed", "mode",
+                                                                         "example_id"])
+    return {"runs": runs[keep].round(12).to_dict(),
+            "evals": evals[["run_id", "task", "finetune_seed", "mode", "metric", "value", "dev_value"]]
+            .round(12).to_dict("records"),
+            "predictions": preds[["run_id", "task", "example_id", "prediction"]].to_dict("records")}
+
+
+def _table(stdout: str) -> list[str]:
+    """The contribution table's rows as printed (lines with an interval)."""
+    return [line for line in stdout.splitlines() if line.startswith("|") and "[" in line]
 
 
 def _check_tensorboard(root: Path, measured: set[str], tasks: set[str]) -> None:

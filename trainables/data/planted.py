@@ -32,11 +32,11 @@ apart from the corpus's, so no task sentence is a pretraining sentence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
-PLANTED_VERSION = 6  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
+PLANTED_VERSION = 7  # bump when the generator changes what a seed produces (prepared corpora are keyed on it)
 TASKS = ("planted_lexical", "planted_discourse", "planted_order", "planted_null")
 TASK_INFO = {  # name: (task type, what it asks)
     "planted_lexical": ("single", "class group of three content words never seen in fine-tuning's train split"),
@@ -88,6 +88,10 @@ class PlantedLanguage:
     def words(self, role: str) -> np.ndarray:
         return self._words[role]
 
+    def roles(self) -> dict[str, str]:
+        """word -> its role (content, frame, topic, stage): what the cue checks' overlap rules may use."""
+        return {str(w): role for role, words in self._words.items() for w in words.ravel()}
+
     # ------------------------------------------------------------------ documents
 
     def _document(self, rng: np.random.Generator, topic: int, stage_pool: np.ndarray | None = None,
@@ -105,13 +109,17 @@ class PlantedLanguage:
         cls = np.full((n, 4), int(rng.integers(self.classes)) if cls is None else cls)
         content = w["content"][cls, rng.integers(self.content_words, size=(n, 4))]
         frames = w["frame"][cls, rng.integers(self.frame_words, size=(n, 4))]
-        out = []
-        for i in range(n):
-            words = [mark[i, 0]]
-            for k in range(4):
-                words += ([topics[i, k]] if k < 3 else []) + [frames[i, k], content[i, k]]
-            out.append(" ".join(words + [mark[i, 1]]) + ".")
-        return out
+        return [_render(mark[i], topics[i], frames[i], content[i]) for i in range(n)]
+
+    def _sentence(self, rng: np.random.Generator, topic_pool: np.ndarray, cls: int, stage: int,
+                  markers: np.ndarray) -> str:
+        """One sentence of the document template: three topic words from ``topic_pool``, four lexical
+        phrases of class ``cls``, two markers of ``stage`` from ``markers``."""
+        w = self._words
+        return _render(markers[stage, rng.integers(markers.shape[1], size=2)],
+                       topic_pool[rng.integers(len(topic_pool), size=3)],
+                       w["frame"][cls, rng.integers(self.frame_words, size=4)],
+                       w["content"][cls, rng.integers(self.content_words, size=4)])
 
     def documents(self, n: int, start: int = 0) -> list[list[str]]:
         """Documents ``start .. start + n`` of the pretraining corpus (each from its own stream: a prefix
@@ -151,20 +159,28 @@ class PlantedLanguage:
         half = self.topics // 2
         return np.arange(half) if split == "train" else np.arange(half, self.topics)
 
+    def topic_halves(self, topic: int) -> tuple[np.ndarray, np.ndarray]:
+        """A topic's words in two disjoint halves (pretraining mixes them in every sentence)."""
+        words, k = self._words["topic"][topic], self.topic_words // 2
+        return words[:k], words[k:]
+
     def _discourse(self, rng: np.random.Generator, split: str, n: int) -> list[dict]:
+        """A sentence and the next one: B's topic is A's (label 1) or another of the split's topics (0).
+        Everything else is the same for both labels: A and B share the class (so their lexical phrases
+        overlap alike), B is at A's stage + 1, and A's topic words come from one half of its topic, B's from
+        the other half of its own, so A and B never share a topic word. Only which words belong to one
+        topic, learned in pretraining from their co-occurrence, tells the label; train and test topics
+        are disjoint, so fine-tuning cannot learn it from its train split."""
         topics, pool = self._topic_split(split), self.split_markers(split)
         rows = []
         for i in range(n):
-            t = int(rng.choice(topics))
-            doc = self._document(rng, t, stage_pool=pool)
-            j = int(rng.integers(len(doc) - 1))
+            t, cls = int(rng.choice(topics)), int(rng.integers(self.classes))
+            stage, half = int(rng.integers(self.stages - 1)), int(rng.integers(2))
             label = int(rng.integers(2))  # 1: B is the sentence after A
-            if label:
-                b = doc[j + 1]
-            else:
-                other = self._document(rng, int(rng.choice(topics[topics != t])), stage_pool=pool)
-                b = other[int(rng.integers(len(other)))]
-            rows.append({"id": f"{split}-{i}", "text_a": doc[j], "text_b": b, "label": str(label)})
+            tb = t if label else int(rng.choice(topics[topics != t]))
+            a = self._sentence(rng, self.topic_halves(t)[half], cls, stage, pool)
+            b = self._sentence(rng, self.topic_halves(tb)[1 - half], cls, stage + 1, pool)
+            rows.append({"id": f"{split}-{i}", "text_a": a, "text_b": b, "label": str(label)})
         return rows
 
     def split_markers(self, split: str) -> np.ndarray:
@@ -191,3 +207,17 @@ class PlantedLanguage:
             rows.append({"id": f"{split}-{i}", "text": doc[int(rng.integers(len(doc)))],
                          "label": str(int(rng.integers(2)))})
         return rows
+
+
+def _render(markers, topics, frames, contents) -> str:
+    """The sentence template: "marker (topic frame content) x3 frame content marker." """
+    words = [markers[0]]
+    for k in range(4):
+        words += ([topics[k]] if k < 3 else []) + [frames[k], contents[k]]
+    return " ".join(words + [markers[1]]) + "."
+
+
+@lru_cache(maxsize=8)
+def planted_language(seed: int = 0) -> PlantedLanguage:
+    """Language ``seed``, built once per process (its words are drawn once for all its tasks)."""
+    return PlantedLanguage(seed=seed)

@@ -42,7 +42,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from trainables.data import shards
-from trainables.data.sources import Unit, list_units, read_unit, source_identity
+from trainables.data.sources import Unit, language_of, list_units, read_unit, source_identity
 from trainables.data.text import CorpusError
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,8 @@ def fingerprint_of(data, vocab_size: int, tokenizer_dir: str = "", decontaminate
         from trainables.tasks.eval_texts import task_identity
 
         what["decontamination"] = {"version": DECON_VERSION, "ngram": NGRAM,
-                                   "tasks": [task_identity(t) for t in sorted(set(decontaminate))]}
+                                   "tasks": [task_identity(t, language_of(data.corpus))
+                                             for t in sorted(set(decontaminate))]}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16], what
 
 
@@ -151,7 +152,7 @@ def _write_tokenizer(dir_uri: str, units: list[Unit], data, vocab_size: int, tok
 DECON_FILE, DECON_GRAMS = "decontamination.json", "decontamination.grams.npy"
 
 
-def _write_decontamination(dir_uri: str, tasks: Sequence[str], cache_dir: str | None) -> dict:
+def _write_decontamination(dir_uri: str, tasks: Sequence[str], cache_dir: str | None, language: int = 0) -> dict:
     """The evaluation keys (sentences and n-grams of the tasks' dev/test text), written into the folder
     once (the JSON last: its presence means the keys are whole; a resume reuses them). Returns what was
     checked: tasks loaded, tasks that could not be loaded offline, and the key counts."""
@@ -163,7 +164,7 @@ def _write_decontamination(dir_uri: str, tasks: Sequence[str], cache_dir: str | 
     existing = shards.read_json(fs, path)
     if existing:
         return {k: v for k, v in existing.items() if k not in ("keys", "vocab")}
-    loaded, missing = load_eval_texts(sorted(set(tasks)), cache_dir)
+    loaded, missing = load_eval_texts(sorted(set(tasks)), cache_dir, language)
     for name, why in missing.items():
         log.warning("decontamination: task %s is not checked: %s", name, why)
     keys = sorted(decontam.contamination_keys(loaded))
@@ -345,7 +346,7 @@ def prepare_corpus(data, vocab_size: int, *, tokenizer_dir: str = "", engine: st
             raise CorpusError(f"corpus {data.corpus!r} has no documents with text; nothing to train on")
         fs.create_dir(base, recursive=True)
         tok_json = _write_tokenizer(dir_uri, units, data, vocab_size, tokenizer_dir)
-        decon = _write_decontamination(dir_uri, decontaminate, data.cache_dir or None) \
+        decon = _write_decontamination(dir_uri, decontaminate, data.cache_dir or None, language_of(data.corpus)) \
             if _decontaminates(data, decontaminate) else None
         # a marker of another unit (a preparation begun by code that cut the source otherwise) is redone
         markers = shards.done_shards(dir_uri)

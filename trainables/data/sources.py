@@ -318,15 +318,21 @@ PLANTED_UNIT = 1000  # documents per unit
 
 
 def planted_options(corpus: str) -> dict[str, int]:
-    """``planted[:docs=N]`` -> {"docs": N, "seed": 0}; one line naming a bad option. The language's seed is
-    fixed: the planted tasks are built from the same language."""
-    opts = {"docs": PLANTED_DOCS}
+    """``planted[:docs=N][,seed=K]`` -> {"docs": N, "seed": K} (defaults 8000 and 0); one line naming a bad
+    option. ``seed`` is the language: its words, its corpus and its planted tasks (``language_of``)."""
+    opts = {"docs": PLANTED_DOCS, "seed": 0}
     for part in filter(None, corpus.removeprefix("planted").removeprefix(":").split(",")):
         key, _, value = part.partition("=")
         if key not in opts or not value.isdigit() or (key == "docs" and int(value) < 2):
-            raise CorpusError(f"corpus option {part!r} of {corpus!r} is not valid; allowed: docs=N (N >= 2)")
+            raise CorpusError(f"corpus option {part!r} of {corpus!r} is not valid; allowed: docs=N (N >= 2), "
+                              "seed=K (K >= 0: the planted language)")
         opts[key] = int(value)
-    return {**opts, "seed": 0}
+    return opts
+
+
+def language_of(corpus: str) -> int:
+    """The planted language a run's planted tasks come from: its corpus's (``planted:seed=K``), else 0."""
+    return planted_options(corpus)["seed"] if corpus == "planted" or corpus.startswith("planted:") else 0
 
 
 def list_units(corpus: str, *, text_column: str = "text", hub_split: str = "train", max_documents: int = 0,
@@ -402,6 +408,7 @@ def load_documents(corpus: str, *, text_column: str = "text", hub_split: str = "
     return docs
 
 
-__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "list_units", "load_documents", "planted_options",
+__all__ = ["CorpusError", "Document", "Unit", "byte_ranges", "language_of", "list_units", "load_documents",
+           "planted_options",
            "read_unit", "source_identity", "synthetic_documents", "text_to_sentences"]
 

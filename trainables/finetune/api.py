@@ -164,7 +164,9 @@ def _device(device: str | torch.device | None, cfg: ExperimentConfig) -> torch.d
 
 
 def _load_all(tasks: list[str], task_files: list[tuple[str, str]], cfg: ExperimentConfig) -> list[TaskData]:
-    loaded = [load_task(name, cfg.data.cache_dir or None) for name in tasks]
+    from trainables.data.sources import language_of
+
+    loaded = [load_task(name, cfg.data.cache_dir or None, language=language_of(cfg.data.corpus)) for name in tasks]
     loaded += [load_user_task(path, kind) for path, kind in task_files]
     return [with_labels_from_train(d) for d in loaded]
 

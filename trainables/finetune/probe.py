@@ -21,6 +21,7 @@ from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import MODEL_KEYS, model_batch, read_back
 from trainables.runtime import autocast, enable_tf32, resolve_device
 from trainables.task_types import Encoded, TaskError, TaskType, get_task_type
+from trainables.data.sources import language_of
 from trainables.tasks import TaskData, load_task, subsample, with_labels_from_train
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,8 @@ def run_probe(checkpoint_dir: str | Path, tasks: list, cfg: ExperimentConfig, se
     encoder = load_encoder(ck, device, cfg.finetune.init)
     scores = {}
     for task in tasks:
-        data = task if isinstance(task, TaskData) else load_task(task, cfg.data.cache_dir or None)
+        data = task if isinstance(task, TaskData) else load_task(task, cfg.data.cache_dir or None,
+                                                                 language=language_of(cfg.data.corpus))
         data = with_labels_from_train(data)
         rows, preds, golds = probe_one(ck, encoder, data, seed, cfg, device, split)
         scores[data.spec.name] = score(data.spec, preds, golds)[data.spec.metric]

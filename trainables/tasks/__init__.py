@@ -62,10 +62,11 @@ def planted_specs() -> dict[str, TaskSpec]:
                            labels=("0", "1"), description=what) for name, (kind, what) in TASK_INFO.items()}
 
 
-def load_planted(name: str) -> TaskData:
-    from trainables.data.planted import PlantedLanguage
+def load_planted(name: str, language: int = 0) -> TaskData:
+    """A planted task of language ``language`` (``trainables.data.sources.language_of(cfg.data.corpus)``)."""
+    from trainables.data.planted import planted_language
 
-    return TaskData(planted_specs()[name], PlantedLanguage().task(name))
+    return TaskData(planted_specs()[name], planted_language(language).task(name))
 
 
 # ---------------------------------------------------------------- registry and resolution
@@ -102,9 +103,10 @@ def resolve_tasks(spec: str) -> list[str]:
 
 
 def load_task(name: str, cache_dir: str | Path | None = None,
-              data_files: dict[str, str] | str | None = None) -> TaskData:
-    """Load a registered task by name (hub benchmark or built-in); ``data_files`` = local hub-schema copy."""
+              data_files: dict[str, str] | str | None = None, language: int = 0) -> TaskData:
+    """Load a registered task by name (hub benchmark, built-in, or planted from language ``language``);
+    ``data_files`` = local hub-schema copy."""
     spec = get_task_spec(name)
     if spec.source == "planted":
-        return load_planted(name)
+        return load_planted(name, language)
     return load_hub_task(name, data_files) if spec.hub is not None else load_builtin(name, cache_dir)

@@ -8,7 +8,7 @@ from typing import Iterable
 
 
 
-def task_identity(name: str) -> dict:
+def task_identity(name: str, language: int = 0) -> dict:
     """What names a task's dev/test text without loading it (part of a prepared corpus's fingerprint)."""
     from trainables.tasks import get_task_spec
 
@@ -20,25 +20,12 @@ def task_identity(name: str) -> dict:
     if spec.source == "planted":
         from trainables.data.planted import PLANTED_VERSION
 
-        return {"name": name, "source": "planted", "version": PLANTED_VERSION}
+        return {"name": name, "source": "planted", "version": PLANTED_VERSION,
+                **({"language": language} if language else {})}
     return {"name": name, "source": spec.source, "revision": spec.hub.revision if spec.hub else None}
 
 
-def _planted(name: str):
-    """A planted task from one shared language (its vocabulary is built once for all four tasks)."""
-    from trainables.data.planted import PlantedLanguage
-    from trainables.tasks import TaskData, planted_specs
-
-    global _LANGUAGE
-    if _LANGUAGE is None:
-        _LANGUAGE = PlantedLanguage()
-    return TaskData(planted_specs()[name], _LANGUAGE.task(name))
-
-
-_LANGUAGE = None
-
-
-def load_eval_texts(names: Iterable[str], cache_dir: str | None = None
+def load_eval_texts(names: Iterable[str], cache_dir: str | None = None, language: int = 0
                     ) -> tuple[dict[str, dict[str, list[dict]]], dict[str, str]]:
     """({task: {"dev": rows, "test": rows}} of the tasks that load offline, {task: why not} of the others).
     Never fetches: the built-in tasks only from a complete cache, hub tasks only from a local copy."""
@@ -54,7 +41,7 @@ def load_eval_texts(names: Iterable[str], cache_dir: str | None = None
                 missing[name] = "built-in data not fetched (python -m trainables.data fetch)"
                 continue
         try:
-            data = _planted(name) if spec.source == "planted" else load_task(name, cache_dir)
+            data = load_task(name, cache_dir, language=language)
         except Exception as e:  # a hub task without a local copy: offline, the hub's errors vary
             missing[name] = f"not loadable offline ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]})"
             continue
