@@ -1,6 +1,8 @@
 """The few sentences that open the report: what the run can say, what it cannot, and why.
 
     headline(contributions) -> [sentence, ...]
+    headline(contributions, check) -> the same, each quoted contrast tagged with what the instrument
+                                       check (``analysis.known_answer``) says of it
 
 A contrast is *resolved* when its interval is reliable, excludes 0 and its Holm-adjusted p-value over
 the family of every (contrast, task row) cell is below 0.05 (``analysis.inference.called``, the family
@@ -57,7 +59,18 @@ def compute_spread(flops: dict[str, float], tolerance: float = 0.05) -> str:
     return ", ".join(differ) + f" {name} training FLOPs"
 
 
-def _said(c: Contributions, done: list[ContrastEstimate]) -> str:
+def vouched(check: dict | None, e: ContrastEstimate) -> str:
+    """' (instrument check: recovered)' when the check ran and measured a planted effect with ``e``'s contrast;
+    otherwise what it says (not recovered, not checkable at this size) or that it has no such control."""
+    if check is None:
+        return ""
+    from analysis.known_answer import verdict_for
+
+    verdict = verdict_for(check, dict(e.contrast.weights))
+    return f" (instrument check: {verdict})" if verdict else " (no planted control for this contrast)"
+
+
+def _said(c: Contributions, done: list[ContrastEstimate], check: dict | None = None) -> str:
     m = len(c.contrasts)
     family = f"Holm's adjustment over all {family_size(c)} contrast cells of every task row (one family)"
     if not done:
@@ -65,7 +78,7 @@ def _said(c: Contributions, done: list[ContrastEstimate]) -> str:
                 "helps or hurts.")
     top = sorted(done, key=lambda e: -abs(e.interval.estimate))[:3]
     items = "; ".join(f"{e.contrast.name} on {e.task} {e.interval.estimate:+.3f} "
-                      f"[{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]" for e in top)
+                      f"[{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]{vouched(check, e)}" for e in top)
     return f"After {family}, {len(done)} of {m} contrasts are resolved, largest: {items}."
 
 
@@ -107,7 +120,7 @@ def _not_said(c: Contributions, done: list[ContrastEstimate]) -> list[str]:
     return out
 
 
-def _what_would(c: Contributions) -> str:
+def _what_would(c: Contributions, check: dict | None = None) -> str:
     open_ = [e for e in c.contrasts if not resolved(e) and e.power is not None and e.contrast.family != "vs_none"]
     if not open_:
         return ""
@@ -117,19 +130,21 @@ def _what_would(c: Contributions) -> str:
         lo, hi = p.seeds_range
         span = f"{lo if lo is not None else '?'}-{hi if hi is not None else f'>{MAX_SEEDS}'}"
         return (f"Resolving the largest open difference, {e.contrast.name} on {e.task} "
-                f"({e.interval.estimate:+.3f}), would take ~{p.seeds_needed} pretraining seeds at the Holm level "
+                f"({e.interval.estimate:+.3f}){vouched(check, e)}, would take ~{p.seeds_needed} pretraining seeds at the Holm level "
                 f"(post hoc, taking the estimate as the truth; {span} within the seed variance's uncertainty).")
-    return f"The largest open difference, {e.contrast.name} on {e.task} ({e.interval.estimate:+.3f}): {p.verdict}."
+    return (f"The largest open difference, {e.contrast.name} on {e.task} ({e.interval.estimate:+.3f})"
+            f"{vouched(check, e)}: {p.verdict}.")
 
 
-def headline(c: Contributions) -> list[str]:
-    """Quotable sentences: the budget, what was resolved, what was not and why, what would resolve it."""
+def headline(c: Contributions, check: dict | None = None) -> list[str]:
+    """Quotable sentences: the budget, what was resolved, what was not and why, what would resolve it; with the
+    instrument check's verdicts (``check``), whether each quoted contrast has a planted control that passed."""
     if not c.tasks:
         return ["No completed measure runs with evaluations: this export can say nothing yet."]
     done = [e for e in c.contrasts if resolved(e)]
     collapsed = sorted({f.variant for f in c.flags if not f.task})
-    out = [s for s in (_budget(c), _said(c, done)) if s] + _not_said(c, done)
+    out = [s for s in (_budget(c), _said(c, done, check)) if s] + _not_said(c, done)
     if collapsed:
         out.append(f"Collapsed encoders ({', '.join(collapsed)}): contrasts against them are not credited to the "
                    "other objective.")
-    return out + [s for s in (_what_would(c),) if s]
+    return out + [s for s in (_what_would(c, check),) if s]

@@ -81,6 +81,7 @@ class Report:
     export_dir: Path
     contributions: Contributions
     search: SearchSummary | None
+    check: dict | None = None  # the instrument check's verdicts (known_answer.json) when it ran with the sweep
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (task, mean or contrast): the CSV."""
@@ -110,12 +111,14 @@ def _iv_fields(iv: Interval) -> dict:
                 reliable=iv.reliable)
 
 
-def build_report(export_dir: str | Path, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> Report:
-    """Load an export and estimate everything the report shows (prints nothing)."""
+def build_report(export_dir: str | Path, n_boot: int = 1000, level: float = 0.95, seed: int = 0,
+                 check: dict | None = None) -> Report:
+    """Load an export and estimate everything the report shows (prints nothing). ``check``: the instrument
+    check's verdicts, so that the headline says which quoted contrasts it vouches for."""
     export = load_export(export_dir)
     rng = np.random.default_rng(seed)
     return Report(Path(export_dir), estimate_contributions(export, rng, n_boot, level),
-                  summarize_search(export.runs, seed))
+                  summarize_search(export.runs, seed), check)
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -214,7 +217,7 @@ def _power_section(c: Contributions) -> list[str]:
 
 def _markdown(r: Report) -> list[str]:
     c = r.contributions
-    out = [f"# Objective contributions: {r.export_dir}", ""] + [" ".join(headline(c)), ""]
+    out = [f"# Objective contributions: {r.export_dir}", ""] + [" ".join(headline(c, r.check)), ""]
     excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
     out += [f"Measured variants: {', '.join(c.variants) or 'none'}; pretraining seeds: "
             f"{', '.join(map(str, c.pretrain_seeds))}. Intervals: {c.level:.0%} multi-bootstrap over "
@@ -318,7 +321,7 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
     wrap = lambda text: textwrap.wrap(text, width) or [""]  # noqa: E731
     if not c.tasks:
         return "\n".join(wrap("no completed measure runs to report") + [ln for m in c.messages for ln in wrap(m)])
-    lines = [ln for sentence in headline(c) for ln in wrap(sentence)] + [""]
+    lines = [ln for sentence in headline(c, report.check) for ln in wrap(sentence)] + [""]
     if c.contrasts:
         lines += _compact_table(c, width) + [""]
     lines += wrap(f"* resolved (Holm over the family of all {family_size(c)} cells, p < 0.05); ! flagged (collapsed, "

@@ -98,15 +98,16 @@ def with_shared_data(cfg: ExperimentConfig, root: str) -> ExperimentConfig:
     return cfg.replace(data=replace(cfg.data, prepared_root=f"{root.rsplit('/', 1)[0]}/data"))
 
 
-def final_report(root: str, out=sys.stdout) -> str | None:
-    """Analysis of the export: the contribution table on the terminal, Markdown/CSV/PNG beside it."""
+def final_report(root: str, out=sys.stdout, check: dict | None = None) -> str | None:
+    """Analysis of the export: the contribution table on the terminal, Markdown/CSV/PNG beside it (``check``: the
+    instrument check's verdicts, read by the headline)."""
     export_dir = f"{root}/export"
     if "://" in root:
         print(f"export: {export_dir} (run `python -m analysis.report` on a local copy for the table)", file=out)
         return None
     from analysis.report import build_report, format_table, write_report
 
-    report = build_report(export_dir)
+    report = build_report(export_dir, check=check)
     print(format_table(report), file=out)
     paths = write_report(report, f"{root}/report")
     return str(Path(paths[0]).parent) if paths else None
@@ -144,6 +145,8 @@ class Sweep:
     measured: Callable[[Context], list[tuple[str, ExperimentConfig, int]]] | None = None
     # the search: (trials, config[, probe tasks])
     searched: Callable[[Context], tuple] | None = None
+    # the exit status once the report is written (the instrument check's gate); None: 0
+    status: Callable[[str], int] | None = None
 
 
 def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
@@ -174,7 +177,8 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
+    finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
+    return sweep.status(root) if sweep.status else 0
 
 
 def sweep_plan(sweep: Sweep, ctx: Context):

@@ -1,20 +1,30 @@
 """The instrument check: the whole pipeline on a planted language whose answers are known.
 
-    python sweeps/known_answer.py                       # ~10 minutes on 2 CPU cores
+    python sweeps/known_answer.py                       # ~10 minutes on 2 CPU cores; exit 1 if the check fails
     python sweeps/known_answer.py --seeds 5 --plan      # what it costs, without running it
-    python sweeps/known_answer.py --set finetune.init=random   # must FAIL: fine-tuning ignores the checkpoint
+    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~50 minutes)
+    python sweeps/known_answer.py --sabotage            # must FAIL: fine-tuning and the probe ignore the checkpoint
 
-Data (``data.corpus=planted``: ``trainables.data.planted``) -> preparation -> pretraining of the variants
-the planted effects name (none, mlm_only, nsp_only, full, sop_only) over 3 pretraining seeds ->
-checkpoints -> fine-tuning on the planted tasks -> export -> analysis, as every sweep. It prints first
-one table: each planted effect, its expected sign, the estimate [interval], Holm p over the planted
-effects, and recovered / not recovered (``analysis.known_answer``); the null task's intervals should
-cover 0; then the usual report. A pipeline that lost the pretrained weights on the way to fine-tuning,
-reset the embeddings or paired predictions with the wrong examples recovers no lexical effect.
+Data (``data.corpus=planted:seed=K``: ``trainables.data.planted``, language K) -> preparation ->
+pretraining of the variants the planted effects name (none, mlm_only, mlm_pairs, nsp_only, full,
+sop_only) over 3 pretraining seeds -> checkpoints -> the linear probe on every planted task and
+fine-tuning on the lexical, discourse and null tasks (a fresh [CLS] head) -> export ->
+analysis, as every sweep. It prints first each task's surface-cue check (no planted task is solved by
+word overlap or a bag of words: ``trainables.data.cues``), then one table: each planted effect, its
+expected sign, the estimate [interval], Holm p over the checkable effects, and its verdict
+(``analysis.known_answer``, which states the rule); the null task's rule; then the usual report.
+The exit status is 1 when the check fails (a checkable effect not recovered, or the null task's rule
+broken), after writing the report. ``--languages N`` runs the check unchanged on N languages never used
+while designing it (``REPLICATION_LANGUAGES``), at pretraining seeds from ``REPLICATION_FIRST_SEED`` on
+(0-2 were used while designing), and prints per effect the share of languages where it was recovered
+with its Clopper-Pearson interval, and whether the frozen rule held. ``--sabotage`` is the negative
+switch: ``finetune.init=random`` (each variant and seed gets its own fresh encoder: the contrasts keep
+their seed noise) and a 1-step pretraining (its weights are not read anyway); it must recover nothing.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -27,8 +37,14 @@ from sweeps.variants import parse_variants  # noqa: E402
 from trainables.config import ConfigError  # noqa: E402
 
 PRESET = "known-answer"
-VARIANTS = "none,mlm_only,nsp_only,full,sop_only"  # the variants the planted effects name
+VARIANTS = "none,mlm_only,mlm_pairs,nsp_only,full,sop_only"  # the variants the planted effects name
+FINETUNE_TASKS = ("planted_lexical", "planted_discourse", "planted_null")  # fine-tuned; every one is also probed
 DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds per preset are sweeps.cli.PRESET_DEFAULTS
+# Languages and pretraining seeds never used while the check was designed (languages 0-2, seeds 0-2).
+REPLICATION_LANGUAGES = tuple(range(101, 121))
+REPLICATION_FIRST_SEED = 3
+SABOTAGE = ["finetune.init=random", "optim.max_steps=1"]
+CHECK_JSON, CHECK_MD = "known_answer.json", "known_answer.md"
 
 
 def parse(sweep: Sweep, argv: list[str] | None):
@@ -37,13 +53,28 @@ def parse(sweep: Sweep, argv: list[str] | None):
     p.add_argument("--variants", default=VARIANTS, help="comma-separated measured variants (default: the planted "
                                                          "effects' own)")
     p.add_argument("--modes", default="finetune,probe", type=lambda t: tuple(m for m in t.split(",") if m),
-                   help="finetune and/or probe (a linear probe of the frozen encoder: what pretraining put in it)")
+                   help="finetune (the lexical, discourse and null tasks) and/or probe (every planted task: a linear probe "
+                        "of the frozen encoder, what pretraining put in it)")
+    p.add_argument("--first-seed", type=int, default=0, help="the first pretraining seed (seeds S..S+P-1)")
+    p.add_argument("--languages", type=int, default=0,
+                   help=f"run the check on this many new languages ({REPLICATION_LANGUAGES[0]}, ...) at pretraining "
+                        f"seeds from {REPLICATION_FIRST_SEED} on, and report per effect the share recovered")
+    p.add_argument("--sabotage", action="store_true", help="the negative switch: fine-tuning and the probe ignore "
+                                                           "the checkpoints (" + ", ".join(SABOTAGE) + ")")
     known, _ = p.parse_known_args(argv)
     p.set_defaults(**sweep_defaults(known.preset, sweep.defaults))
     args = p.parse_args(argv)
     bad = [m for m in args.modes if m not in ("finetune", "probe")]
     if bad or not args.modes:
         raise ConfigError(f"--modes {','.join(args.modes)!r}: unknown {bad or 'empty list'}; allowed: finetune, probe")
+    if not 0 <= args.languages <= len(REPLICATION_LANGUAGES):
+        raise ConfigError(f"--languages {args.languages} is not valid; allowed: 0 (language 0 only) to "
+                          f"{len(REPLICATION_LANGUAGES)}")
+    if args.first_seed < 0:
+        raise ConfigError(f"--first-seed {args.first_seed} must be >= 0")
+    if args.sabotage:
+        args.overrides = list(getattr(args, "overrides", None) or []) + SABOTAGE
+    args.mode_tasks = {"finetune": FINETUNE_TASKS}
     return args
 
 
@@ -57,8 +88,18 @@ def run(ctx: Context):
     return None, measure, finetune
 
 
+def cue_lines(corpus: str, tasks) -> list[str]:
+    """Each planted task's surface-cue check on its language (``trainables.data.cues``)."""
+    from trainables.data.cues import cue_check
+    from trainables.data.planted import planted_language
+    from trainables.data.sources import language_of
+
+    lang = planted_language(language_of(corpus))
+    return [f"- {t}: {cue_check(lang.task(t), lang.roles()).line()}" for t in tasks if t.startswith("planted_")]
+
+
 def report(root: str, out=sys.stdout) -> str | None:
-    """The planted-effects table first, then the usual report; both written beside the export."""
+    """The cue checks and the planted-effects table first, then the usual report; all written beside the export."""
     if "://" in root:
         print(f"export: {root}/export (run `python -m analysis.known_answer` on a local copy)", file=out)
         return None
@@ -73,20 +114,41 @@ def report(root: str, out=sys.stdout) -> str | None:
 
 
 def _write_check(rep, root: str) -> str:
-    """The planted-effects table of a report, also written to <root>/report/known_answer.md."""
-    from analysis.known_answer import check_planted, format_check
+    """The cue checks and the planted-effects table of a report, written to <root>/report/known_answer.md and,
+    with the verdicts (what the main job's report reads), known_answer.json."""
+    from analysis.known_answer import check_planted, dumps, format_check
 
-    text = format_check(check_planted(rep.contributions))
+    check = check_planted(rep.contributions)
+    corpus = _corpus(root)
+    tasks = sorted({t.split(" (")[0] for t in rep.contributions.tasks})
+    cues = ["surface-cue checks (chance + 0.05 at most on test):", *cue_lines(corpus, tasks)]
+    text = format_check(check) + "\n\n" + "\n".join(cues)
     out_dir = Path(root) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "known_answer.md").write_text(text + "\n")
+    (out_dir / CHECK_MD).write_text(text + "\n")
+    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus}) + "\n")
     return text
 
 
-def run_check(ctx: Context) -> str:
+def _corpus(root: str) -> str:
+    """The pretraining corpus the export's measure runs used (its planted language)."""
+    import pandas as pd
+
+    runs = pd.read_parquet(Path(root) / "export" / "runs.parquet")
+    runs = runs[runs["phase"] == "measure"]
+    return json.loads(runs["config_json"].iloc[0])["data"]["corpus"] if len(runs) else "planted"
+
+
+def status(root: str) -> int:
+    """The exit status after the report: 1 when the check failed (or wrote no verdict)."""
+    path = Path(root) / "report" / CHECK_JSON
+    return 0 if path.exists() and json.loads(path.read_text())["passed"] else 1
+
+
+def run_check(ctx: Context) -> dict:
     """The instrument check inside another sweep (the main job's ``--check``): the known-answer grid at its
-    own preset, in the same Ray session, exported to ``<root>/instrument_check``; returns the check's
-    headline ("instrument check: 4 of 4 planted effects recovered; ...")."""
+    own preset, in the same Ray session, exported to ``<root>/instrument_check``; returns the check's JSON
+    (``analysis.known_answer.PlantedCheck.to_json``: the headline, the gate, each effect's verdict)."""
     import argparse
 
     from analysis.report import build_report
@@ -99,7 +161,8 @@ def run_check(ctx: Context) -> str:
     root = f"{ctx.root}/instrument_check"
     cfg = with_shared_data(build_config(PRESET), ctx.root)
     args = argparse.Namespace(**{**vars(ctx.args), **sweep_defaults(PRESET, DEFAULTS), "gpus_per_trial": 0,
-                                 "workers_per_trial": 1, "modes": ("finetune", "probe")})
+                                 "workers_per_trial": 1, "modes": ("finetune", "probe"), "first_seed": 0,
+                                 "mode_tasks": {"finetune": FINETUNE_TASKS}})
     tasks = resolve_tasks(cfg.finetune.tasks)
     prepare_data(cfg, tasks, root=root)
     variants = [(name, phases.variant_config(cfg, name)) for name in parse_variants(VARIANTS)]
@@ -108,14 +171,71 @@ def run_check(ctx: Context) -> str:
     export(root, None, measure, finetune)
     text = _write_check(build_report(f"{root}/export"), root)
     print(text + "\n", flush=True)
-    return text.splitlines()[0]
+    return json.loads((Path(root) / "report" / CHECK_JSON).read_text())
 
 
-SWEEP = Sweep("known_answer", __doc__, run, defaults=DEFAULTS, parse=parse, report=report, measured=measured)
+SWEEP = Sweep("known_answer", __doc__, run, defaults=DEFAULTS, parse=parse, report=report, measured=measured,
+              status=status)
+
+
+def replicate(argv: list[str], n: int) -> int:
+    """The check on ``n`` new languages, each its own experiment ``<name>-lang<K>``, then the replication table."""
+    from analysis.known_answer import Replication, check_planted
+    from analysis.report import build_report
+    from sweeps.cli import experiment_root
+
+    args = SWEEP.parse(SWEEP, argv)
+    base = args.name or f"known_answer-{args.preset}-languages"
+    first = args.first_seed or REPLICATION_FIRST_SEED
+    rest = _without(argv, "--languages", "--name", "--first-seed")
+    roots = {}
+    for k in REPLICATION_LANGUAGES[:n]:
+        name = f"{base}-lang{k}"
+        print(f"\n=== language {k} ({len(roots) + 1} of {n}): {name} ===", flush=True)
+        code = sweep_main(SWEEP, [*rest, "--name", name, "--first-seed", str(first), "--set",
+                                  f"data.corpus=planted:seed={k}"])
+        if code == 2:
+            return 2
+        roots[k] = experiment_root(argparse_ns(args, name), SWEEP.script)
+    rep = Replication({k: check_planted(build_report(f"{r}/export").contributions) for k, r in roots.items()})
+    text = rep.format()
+    out = Path(experiment_root(argparse_ns(args, base), SWEEP.script))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "replication.md").write_text(text + "\n")
+    print("\n" + text + f"\n\nreplication table: {out / 'replication.md'}", flush=True)
+    return 0 if rep.holds else 1
+
+
+def argparse_ns(args, name: str):
+    import argparse
+
+    return argparse.Namespace(**{**vars(args), "name": name, "resume": False})
+
+
+def _without(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` without the given flags and their values (``--flag v`` or ``--flag=v``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in flags:
+            skip = True
+            continue
+        if any(a.startswith(f + "=") for f in flags):
+            continue
+        out.append(a)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    return sweep_main(SWEEP, argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        n = SWEEP.parse(SWEEP, argv).languages
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return replicate(argv, n) if n else sweep_main(SWEEP, argv)
 
 
 if __name__ == "__main__":

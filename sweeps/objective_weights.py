@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from dataclasses import replace
@@ -139,8 +140,7 @@ def run(ctx: Context):
     if args.check:  # the instrument check first: a pipeline that recovers no planted effect says nothing here
         from sweeps.known_answer import run_check
 
-        (Path(root) / "instrument_check").mkdir(parents=True, exist_ok=True)
-        (Path(root) / "instrument_check" / "headline.txt").write_text(run_check(ctx) + "\n")
+        run_check(ctx)  # writes instrument_check/report/known_answer.json, which the report and the exit status read
     prepare_data(cfg, list(PROBE_TASKS), corpus=False)
     search = run_phase(search_phase(cfg, args, root), root, args, ctx.progress) if args.num_samples else None
     variants = [(name, phases.variant_config(cfg, name)) for name in phases.MEASURE_VARIANTS]
@@ -184,25 +184,39 @@ def searched(ctx: Context):
     return ctx.args.num_samples, _search_config(ctx.cfg, ctx.args)[0], PROBE_TASKS
 
 
+def _check(root: str) -> dict | None:
+    """The instrument check's verdicts (``--check``), or None when it did not run."""
+    path = Path(root) / "instrument_check" / "report" / "known_answer.json"
+    return json.loads(path.read_text()) if "://" not in root and path.exists() else None
+
+
 def report(root: str, out=sys.stdout) -> str | None:
-    """The usual report, its headline opened by the instrument check's result when ``--check`` ran."""
+    """The usual report, its headline opened by the instrument check's result when ``--check`` ran, each quoted
+    contrast saying whether the check vouches for it."""
     from sweeps.frame import final_report
 
-    check = Path(root) / "instrument_check" / "headline.txt"
-    if "://" not in root and check.exists():
-        print(f"{check.read_text().strip()}; on the real tasks:", file=out)
-    report_dir = final_report(root, out)
-    if report_dir and check.exists():
+    check = _check(root)
+    if check is not None:
+        print(f"{check['headline']}; on the real tasks:", file=out)
+    report_dir = final_report(root, out, check=check)
+    if report_dir and check is not None:
         md = Path(report_dir) / "contributions.md"
         if md.exists():
             lines = md.read_text().splitlines()
-            md.write_text("\n".join(lines[:2] + [f"**{check.read_text().strip()}** "
+            md.write_text("\n".join(lines[:2] + [f"**{check['headline']}** "
                                                  f"(instrument_check/report/known_answer.md)", ""] + lines[2:]) + "\n")
     return report_dir
 
 
+def status(root: str) -> int:
+    """1 when ``--check`` ran and failed (the report is written first): a pipeline that cannot recover the planted
+    effects cannot be read on the real tasks."""
+    check = _check(root)
+    return 1 if check is not None and not check["passed"] else 0
+
+
 SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured,
-              searched=searched, report=report)
+              searched=searched, report=report, status=status)
 
 
 def main(argv: list[str] | None = None) -> int:

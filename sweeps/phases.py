@@ -26,11 +26,13 @@ MEASURE_VARIANTS = ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")  # the 
 SEARCH_SEED = 10_000
 
 
-def measurement_seeds(seeds: int) -> range:
-    """The pretraining seeds of the measurement grid, the same for every variant (contrasts pair on them)."""
-    if seeds > SEARCH_SEED:
-        raise ValueError(f"--seeds {seeds}: seeds from {SEARCH_SEED} on are the search's (sweeps.phases.SEARCH_SEED)")
-    return range(seeds)
+def measurement_seeds(seeds: int, first: int = 0) -> range:
+    """The pretraining seeds of the measurement grid, first .. first + seeds - 1, the same for every variant
+    (contrasts pair on them)."""
+    if first + seeds > SEARCH_SEED:
+        raise ValueError(f"--seeds {seeds} from {first}: seeds from {SEARCH_SEED} on are the search's "
+                         "(sweeps.phases.SEARCH_SEED)")
+    return range(first, first + seeds)
 
 
 def search_seed(cfg: ExperimentConfig) -> int:
@@ -38,11 +40,11 @@ def search_seed(cfg: ExperimentConfig) -> int:
     return SEARCH_SEED + cfg.run.seed
 
 
-def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int) -> list[dict]:
+def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int, first: int = 0) -> list[dict]:
     """One spec per (variant, pretraining seed): same data order (data_seed) and initial weights (seed)."""
     specs = []
     for name, vcfg in variants:
-        for seed in measurement_seeds(seeds):
+        for seed in measurement_seeds(seeds, first):
             run = vcfg.replace(run=dataclasses.replace(vcfg.run, seed=seed, checkpoint_every=vcfg.run.eval_every))
             specs.append({"run_id": f"{name}-s{seed}", "variant": name, "pretrain_seed": seed, "phase": "measure",
                           "cfg": run.to_dict()})
@@ -90,8 +92,11 @@ def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "")
     from trainables.tune_adapters import finetune_trainable
 
     modes = tuple(getattr(args, "modes", None) or ("finetune",))  # finetune | probe (a frozen encoder's linear probe)
+    only = getattr(args, "mode_tasks", None) or {}  # mode -> the tasks it runs on (default: every task)
+    of_mode = {mode: [t for t in tasks if mode not in only or t in only[mode]] for mode in modes}
     specs = [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
-              "tasks": tasks, "mode": mode} for m in measured for s in range(args.finetune_seeds) for mode in modes]
+              "tasks": of_mode[mode], "mode": mode} for m in measured for s in range(args.finetune_seeds)
+             for mode in modes if of_mode[mode]]
     for spec in specs:
         spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}" + ("-probe" if spec["mode"] == "probe" else "")
     return Phase("finetune", flatten(finetune_trainable),
@@ -112,7 +117,7 @@ def flatten(trainable):
 def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: list[str], args, root: str,
                          progress, probe_tasks: list[str] = ()):
     """The measurement grid (variants x pretraining seeds) and its fine-tuning (x fine-tuning seeds)."""
-    specs = measurement_specs(variants, args.seeds)
+    specs = measurement_specs(variants, args.seeds, getattr(args, "first_seed", 0))
     measure = run_phase(measure_phase(specs, args, root, list(probe_tasks)), root, args, progress)
     measured = completed_measurements(measure)
     if not measured or not args.finetune_seeds:

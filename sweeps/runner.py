@@ -26,6 +26,8 @@ from trainables.config import ConfigError
 def init_ray(args: argparse.Namespace) -> None:
     import ray
 
+    if ray.is_initialized():  # a script that runs several sweeps in one process (known_answer --languages)
+        return
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # run_phase adds the JSON and CSV loggers

@@ -115,8 +115,9 @@ def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, ba
 
 def _preset_known_answer() -> ExperimentConfig:
     # The instrument check (sweeps/known_answer.py): the planted language of trainables.data.planted, sized so
-    # that every planted effect is large and certain in ~10 minutes on 2 cores (README: "Known answers").
-    # ~250 words: a 1,024-piece WordPiece holds each whole; sentences of ~11 tokens, so 64 positions.
+    # that every checkable planted effect is large and certain in ~10 minutes on 2 cores (README: "Known answers").
+    # ~550 words: a 1,024-piece WordPiece holds each whole; sentences of 13 tokens, so 64 positions. Sequence
+    # classification reads a fresh [CLS] head (head=cls): no pooler trained by NSP is credited to a contrast.
     return ExperimentConfig(
         preset="known-answer",
         model=ModelConfig(vocab_size=1024, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=256,
@@ -125,7 +126,7 @@ def _preset_known_answer() -> ExperimentConfig:
         optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=1200, warmup_frac=0.1),
         finetune=FinetuneConfig(epochs=3, lr=3e-4, batch_size=32, max_len=64, qa_max_len=64, qa_doc_stride=32,
                                 max_train_examples=1500, max_eval_examples=500, probe_max_train=2000,
-                                tasks="planted"),
+                                tasks="planted", head="cls"),
         run=RunConfig(log_every=100, eval_every=0, eval_batches=8),
     )
 

@@ -16,17 +16,22 @@ class; a document keeps one class, drawn apart from its topic. So:
   labels three content words of the label's class group, frames removed; its dev and test splits use content words that
   never occur in its train split (they do occur in pretraining). An encoder that learned the classes from
   context (MLM, RTD) carries the label to the unseen words; random initialisation and NSP alone cannot.
-* **discourse** (NSP's): does sentence B follow sentence A, or come from another document (of another
-  topic)? The NSP question on unseen documents: train and test use disjoint topics and disjoint stage
-  markers, so which words share a topic and which markers follow which was learned in pretraining or
-  not at all.
+* **discourse** (the NSP question without its surface cue): does sentence B continue A's topic, or take
+  another topic's? Both labels share the class and B is one stage after A; A's topic words come from one
+  half of its topic and B's from the other half of its own, so no word is shared by topic; train and test
+  use disjoint topics and disjoint stage markers. Only which words belong to one topic, learned in
+  pretraining from their co-occurrence, tells. (Before version 7 the negatives came from a document of
+  another topic and class: the overlap rule "A and B share a frame word" scored 0.94.)
 * **order** (SOP's, against NSP's): two consecutive sentences of one document, in order or swapped. Only
   the stage markers tell, and the test uses marker synonyms the train split never shows. NSP's negatives
   come from other documents, so topic alone solves NSP and it never needs the order (ALBERT's argument).
 * **null**: sentences with labels drawn independently of the text: every contrast's truth is 0.
 
-The language and the tasks are a pure function of ``seed``; the task documents are drawn from streams
-apart from the corpus's, so no task sentence is a pretraining sentence.
+The language and the tasks are a pure function of ``seed`` (``planted:seed=K`` names language K for the
+corpus and its tasks); the task documents are drawn from streams apart from the corpus's, so no task
+sentence is a pretraining sentence. Every task ships with a surface-cue check (``trainables.data.cues``):
+a bag-of-words + overlap + length regression fitted on its train split and the best zero-parameter
+overlap rule stay within chance + 0.05 on its test split (tests/data/test_planted.py).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ PLANTED_VERSION = 7  # bump when the generator changes what a seed produces (pre
 TASKS = ("planted_lexical", "planted_discourse", "planted_order", "planted_null")
 TASK_INFO = {  # name: (task type, what it asks)
     "planted_lexical": ("single", "class group of three content words never seen in fine-tuning's train split"),
-    "planted_discourse": ("pair", "are the two sentences from one document? (topics unseen in train)"),
+    "planted_discourse": ("pair", "does B continue A's topic? (no word shared by topic; topics unseen in train)"),
     "planted_order": ("pair", "are two consecutive sentences swapped? (stage markers unseen in train)"),
     "planted_null": ("single", "a random label: nothing in pretraining carries information about it"),
 }
@@ -53,8 +58,9 @@ _VOWELS = "aeiou"
 class PlantedLanguage:
     seed: int = 0
     classes: int = 8  # latent lexical classes; the lexical label is the class group (class % 2)
-    content_words: int = 24  # per class: 12 for the task's train split, 6 dev, 6 test (48 unseen test words:
-    # with few, which way their random embeddings happen to lean moves an untrained encoder's score by chance)
+    content_words: int = 48  # per class: 24 for the task's train split, 12 dev, 12 test (96 unseen test words:
+    # with 48, which way their random embeddings happened to lean moved an untrained encoder's lexical probe from
+    # 0.36 to 0.71 across seeds, too wide for a 3-seed interval of mlm_only - none)
     frame_words: int = 3  # per class
     topics: int = 12  # the discourse task trains on half of them and tests on the other half
     topic_words: int = 6  # per topic; a sentence carries three
