@@ -308,7 +308,8 @@ def _copy_docs(tmp_path: Path) -> Path:
 
 def test_a_flag_renamed_in_a_copy_of_the_readme_fails_with_its_line(tmp_path):
     readme = _copy_docs(tmp_path)
-    cmd = next(c for c in doc_commands(readme) if any(w.startswith("--") for w in c.argv[2:]))
+    cmd = next((c for c in doc_commands(readme) if any(w.startswith("--") for w in c.argv[2:])), None)
+    assert cmd is not None, "README.md shows no entry-point command with a flag to rename"
     flag = next(w for w in cmd.argv[2:] if w.startswith("--")).split("=")[0]
     lines = readme.read_text().splitlines()
     at = next(i for i in range(cmd.line - 1, len(lines)) if re.search(re.escape(flag) + r"(?![\w-])", lines[i]))
