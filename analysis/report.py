@@ -3,8 +3,9 @@
     python -m analysis.report EXPORT_DIR [--out DIR] [--boot 1000] [--level 0.95] [--seed 0]
 
 writes contributions.md, contributions.csv, contributions.png (per-task bars with interval whiskers),
-contributions_forest.png (every contrast with its interval, by task) and, when the export has search
-trials, search_response.png, into DIR (default: EXPORT_DIR/report). From code (the sweep prints this):
+contributions_forest.png (every contrast with its interval: a column per task, resolved cells marked) and,
+when the export has search trials, search_response.png, into DIR (default: EXPORT_DIR/report). From code
+(the sweep prints this):
 
     from analysis.report import build_report, format_table
     report = build_report(export_dir)          # -> Report (values only, prints nothing)

@@ -185,7 +185,7 @@ def build_cli() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, str]:
     """Arguments with --checkpoint resolved and the preset's defaults applied; checks the required ones."""
     p = build_cli()
-    known, _ = p.parse_known_args(argv)
+    known = p.parse_args(argv)  # strict first: an unknown flag is named before the checkpoint is looked up
     for flag in ("checkpoint", "corpus"):
         if not getattr(known, flag):
             raise ConfigError(f"--{flag} is required (see python sweeps/domain_adapt.py --help)")

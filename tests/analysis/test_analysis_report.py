@@ -73,9 +73,10 @@ def test_two_seed_export_prints_no_confident_interval_and_plots_points_not_whisk
     assert "positive (" not in md
     fig = forest_figure(r.contributions)
     ax = fig.axes[0]
-    whiskers = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 2 and ln.get_ydata()[0] == ln.get_ydata()[1]]
+    whiskers = [ln for ln in ax.get_lines() if ln.get_transform() == ax.transData and len(ln.get_xdata()) == 2
+                and ln.get_ydata()[0] == ln.get_ydata()[1]]
     assert not whiskers and any(ln.get_marker() == "x" for ln in ax.get_lines())
-    assert any("unreliable (2 seeds)" in t.get_text() for t in ax.texts)
+    assert any("unreliable (2 seeds)" in t.get_text() for t in fig.legends[0].get_texts())
 
 
 def test_search_axes_say_too_few_trials_instead_of_nan(tmp_path):
