@@ -157,4 +157,5 @@ def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, v
     return masked, np.where(valid, first, 0), labels
 
 
-__all__ = ["IGNORE", "MASKING", "STREAM_STRIDE", "MaskedBatch", "build_masking", "hash_uniform", "mask_arrays", "mask_counts"]
+__all__ = ["IGNORE", "MASKING", "STREAM_STRIDE", "MaskedBatch", "build_masking", "hash_uniform", "mask_arrays",
+           "mask_counts"]
