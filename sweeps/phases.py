@@ -54,7 +54,7 @@ def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int, 
 def variant_config(cfg: ExperimentConfig, name: str, **objective_changes) -> ExperimentConfig:
     o = cfg.objective
     keep = {"mask_ratio": o.mask_ratio, "mask_token_frac": o.mask_token_frac, "random_token_frac": o.random_token_frac,
-            "static_masking": o.static_masking, "eval_mask_ratio": o.eval_mask_ratio}
+            "static_masking": o.static_masking, "mask_stream": o.mask_stream, "eval_mask_ratio": o.eval_mask_ratio}
     return cfg.replace(objective=objective_for_variant(name, **{**keep, **objective_changes}))
 
 

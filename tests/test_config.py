@@ -50,6 +50,8 @@ def test_mlm_only_defaults_to_single_segments_and_full_to_pairs():
     ("finetune.lr_grid=1e-4,fast", "finetune.lr_grid"),
     ("optim.budget=hours", "optim.budget"),
     ("data.data_order=random", "data.data_order"),
+    ("objective.mask_stream=-1", "objective.mask_stream=-1"),
+    ("objective.mask_stream=1.5", "objective.mask_stream"),
 ])
 def test_bad_values_give_one_line_errors_naming_them(override, names):
     with pytest.raises(ConfigError) as e:

@@ -88,6 +88,9 @@ class ObjectiveConfig:
     mask_token_frac: float = 0.8  # of masked positions: replaced by [MASK]
     random_token_frac: float = 0.1  # replaced by a random token; the rest are left unchanged
     static_masking: bool = False  # original BERT: one mask per example, fixed for all epochs
+    # Which masks a seed draws: 0 is the seed's own; another value draws other masks on the same data, weights
+    # and fine-tuning draws (the paired A/A control of analysis.calibrate). Held-out evaluation masks are fixed.
+    mask_stream: int = 0
     eval_mask_ratio: float = 0.15  # fixed for every variant so held-out MLM metrics compare
     options: dict[str, Any] = field(default_factory=dict)  # objective settings, "<objective>.<option>"
 
@@ -115,6 +118,8 @@ class ObjectiveConfig:
         for name, w in self.weights.items():
             require(w >= 0.0 and w == w, f"objective.{name}_weight={w} must be >= 0")
         require(0.0 < self.mask_ratio < 1.0, f"objective.mask_ratio={self.mask_ratio} must be in (0, 1)")
+        require(isinstance(self.mask_stream, int) and 0 <= self.mask_stream < 2 ** 31,
+                 f"objective.mask_stream={self.mask_stream!r} must be an integer in [0, 2^31)")
         require(0.0 < self.eval_mask_ratio < 1.0,
                  f"objective.eval_mask_ratio={self.eval_mask_ratio} must be in (0, 1)")
         require(0.0 <= self.mask_token_frac <= 1.0 and 0.0 <= self.random_token_frac <= 1.0

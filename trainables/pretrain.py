@@ -95,7 +95,7 @@ def build_pretraining_data(cfg: ExperimentConfig) -> PretrainingData:
                       static=o.static_masking) for L in lengths]
     masked = any(get_objective(n).masked for n in o.active)
     masking = dict(ratio=o.mask_ratio, mask_token_frac=o.mask_token_frac, random_token_frac=o.random_token_frac,
-                   strategy=o.masking) if masked else None
+                   strategy=o.masking, stream=o.mask_stream) if masked else None
     steps = StepData(corpus, phases, o.input_format, sp, seed=cfg.run.seed, masking=masking,
                      phase2_from=opt.max_steps - opt.phase2_steps, static_shape=cfg.model.compile,
                      continuation=continuation_table(tokenizer) if o.masking == "whole_word" else None)

@@ -43,8 +43,9 @@ def test_measurement_specs_share_data_order_and_seed_weights_across_variants():
 
 
 def test_variant_config_keeps_the_masking_recipe():
-    cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3"])
+    cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3", "objective.mask_stream=2"])
     assert phases.variant_config(cfg, "mlm_only").objective.mask_ratio == 0.3
+    assert phases.variant_config(cfg, "mlm_pairs").objective.mask_stream == 2
     assert phases.variant_config(cfg, "nsp_only").objective.weights["mlm"] == 0
 
 

@@ -299,7 +299,8 @@ def layout_sources(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, seq_len: 
 
 def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed: int, keys: np.ndarray,
               mask_token_frac: float = 0.8, random_token_frac: float = 0.1, strategy: str = "token",
-              continuation: np.ndarray | None = None, pad_to: tuple[int, int] | None = None) -> MaskedBatch:
+              continuation: np.ndarray | None = None, pad_to: tuple[int, int] | None = None,
+              stream: int = 0) -> MaskedBatch:
     """Mask a laid-out batch (``ratio=None``: nothing masked) and hand it to torch.
 
     ``pad_to=(T, P)`` pads the sequence to T and the masked positions to P: one shape for every step
@@ -312,7 +313,8 @@ def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed
                                                 vocab_size=sp.vocab_size, mask_id=sp.mask, ratio=ratio, seed=seed,
                                                 keys=keys, mask_token_frac=mask_token_frac,
                                                 random_token_frac=random_token_frac, strategy=strategy,
-                                                continuation=continuation, uncounted=batch.uncounted)
+                                                continuation=continuation, uncounted=batch.uncounted,
+                                                stream=stream)
     types, attention = batch.token_type_ids, batch.attention_mask
     if pad_to is not None:
         T, P = pad_to

@@ -7,7 +7,9 @@ padding never are), as BERT's data creation does; of those, ``mask_token_frac`` 
 continuation pieces after it), the ratio still counted in tokens.
 
 Every draw is a counter-based hash of (seed, key, position, stream): a mask is a pure function of its
-key, never of how many workers share the batch, of gradient accumulation or of padding. Dynamic
+key, never of how many workers share the batch, of gradient accumulation or of padding. A mask stream
+(``objective.mask_stream``) other than 0 moves the three draws (which positions, what replaces them, the
+random token) to hash streams of their own: other masks on the same rows; stream 0 is the seed's own. Dynamic
 masking keys on (seed, step, row of the global batch); static masking keys on the chunk, so a chunk
 keeps its whole masked input in every epoch. The result names the masked positions in a fixed-shape
 (B, P) array, so the sparse MLM head gathers without a data-dependent shape.
@@ -23,6 +25,7 @@ import torch
 from trainables.data.samples import IGNORE
 
 _M1, _M2, _M3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+STREAM_STRIDE = 1 << 16  # mask stream m draws on hash streams m * STRIDE + (0, 1, 2): apart from RTD's 3
 
 
 def hash_uniform(seed: int, key: np.ndarray, positions: np.ndarray, stream: int) -> np.ndarray:
@@ -129,17 +132,20 @@ def mask_counts(ids: np.ndarray, attention: np.ndarray, first_regular: int, rati
 def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, vocab_size: int, mask_id: int,
                 ratio: float, seed: int, keys: np.ndarray, mask_token_frac: float = 0.8,
                 random_token_frac: float = 0.1, strategy: str = "token",
-                continuation: np.ndarray | None = None,
-                uncounted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(masked ids, positions (B, P), labels (B, P)) for ids (B, T); row b's draws are keyed on keys[b]."""
+                continuation: np.ndarray | None = None, uncounted: np.ndarray | None = None,
+                stream: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(masked ids, positions (B, P), labels (B, P)) for ids (B, T); row b's draws are keyed on keys[b] and
+    the mask ``stream`` (0: the seed's own masks)."""
     B, T = ids.shape
     pos = np.arange(T)
     maskable = (ids >= first_regular) & (attention > 0)
     k = mask_counts(ids, attention, first_regular, ratio, uncounted)
     word_start = ~continuation[ids] if continuation is not None else np.ones_like(maskable)
-    chosen = build_masking(strategy)(maskable, k, hash_uniform(seed, keys, pos, 0), word_start)
-    action = hash_uniform(seed, keys, pos, 1)
-    rand_ids = first_regular + np.floor(hash_uniform(seed, keys, pos, 2) * (vocab_size - first_regular)).astype(ids.dtype)
+    base = int(stream) * STREAM_STRIDE
+    chosen = build_masking(strategy)(maskable, k, hash_uniform(seed, keys, pos, base), word_start)
+    action = hash_uniform(seed, keys, pos, base + 1)
+    rand_ids = first_regular + np.floor(hash_uniform(seed, keys, pos, base + 2)
+                                        * (vocab_size - first_regular)).astype(ids.dtype)
     masked = np.where(chosen & (action < mask_token_frac), mask_id, ids)
     to_random = chosen & (action >= mask_token_frac) & (action < mask_token_frac + random_token_frac)
     masked = np.where(to_random, rand_ids, masked)
@@ -151,4 +157,5 @@ def mask_arrays(ids: np.ndarray, attention: np.ndarray, *, first_regular: int, v
     return masked, np.where(valid, first, 0), labels
 
 
-__all__ = ["IGNORE", "MASKING", "MaskedBatch", "build_masking", "hash_uniform", "mask_arrays", "mask_counts"]
+__all__ = ["IGNORE", "MASKING", "STREAM_STRIDE", "MaskedBatch", "build_masking", "hash_uniform", "mask_arrays",
+           "mask_counts"]
