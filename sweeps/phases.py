@@ -52,10 +52,11 @@ def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int, 
 
 
 def variant_config(cfg: ExperimentConfig, name: str, **objective_changes) -> ExperimentConfig:
-    o = cfg.objective
-    keep = {"mask_ratio": o.mask_ratio, "mask_token_frac": o.mask_token_frac, "random_token_frac": o.random_token_frac,
-            "static_masking": o.static_masking, "mask_stream": o.mask_stream, "eval_mask_ratio": o.eval_mask_ratio}
-    return cfg.replace(objective=objective_for_variant(name, **{**keep, **objective_changes}))
+    """``cfg`` with variant ``name``'s weights and input format; every other objective setting (mask ratio,
+    masking strategy, 80/10/10 fractions, static masking, mask stream, objective options) is kept."""
+    kept = {f.name: getattr(cfg.objective, f.name) for f in dataclasses.fields(cfg.objective)
+            if f.name not in ("variant", "weights", "input_format")}
+    return cfg.replace(objective=objective_for_variant(name, **{**kept, **objective_changes}))
 
 
 def pretrain_resources(args) -> dict[str, float]:

@@ -43,9 +43,12 @@ def test_measurement_specs_share_data_order_and_seed_weights_across_variants():
 
 
 def test_variant_config_keeps_the_masking_recipe():
-    cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3", "objective.mask_stream=2"])
+    cfg = build_config("smoke", overrides=["objective.mask_ratio=0.3", "objective.mask_stream=2",
+                                           "objective.masking=whole_word", "objective.rtd.generator_fraction=0.5"])
     assert phases.variant_config(cfg, "mlm_only").objective.mask_ratio == 0.3
     assert phases.variant_config(cfg, "mlm_pairs").objective.mask_stream == 2
+    assert phases.variant_config(cfg, "full").objective.masking == "whole_word"  # was dropped: token
+    assert phases.variant_config(cfg, "electra").objective.options["rtd.generator_fraction"] == 0.5
     assert phases.variant_config(cfg, "nsp_only").objective.weights["mlm"] == 0
 
 
