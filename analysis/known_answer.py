@@ -244,7 +244,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 @dataclass(frozen=True)
 class Replication:
     """The check on several languages: per effect the share recovered, and the frozen rule."""
-    checks: dict[int, PlantedCheck]  # language seed -> its check
+    checks: dict  # language seed, or (language, first pretraining seed) -> its check
 
     def rows(self) -> list[tuple[str, int, int]]:
         """(what, recovered or passed, out of) per checkable effect, then the null rule and the whole check."""
@@ -254,19 +254,41 @@ class Replication:
         out.append(("the null task's rule (no contrast called)", sum(c.null_passes for c in self.checks.values()),
                     len(self.checks)))
         out.append(("the whole check passed", sum(c.passed for c in self.checks.values()), len(self.checks)))
+        out.append(("any checkable effect recovered", sum(c.recovered > 0 for c in self.checks.values()),
+                    len(self.checks)))
         return out
 
     @property
-    def holds(self) -> bool:
-        return all(k >= REPLICATION_SHARE * n for _, k, n in self.rows()[:-1])
+    def recoveries(self) -> tuple[int, int]:
+        """(checkable effects recovered, checkable effects tested) over every check: under sabotage, <= 5%."""
+        return (sum(c.recovered for c in self.checks.values()),
+                sum(len(c.checkable) for c in self.checks.values()))
 
-    def format(self) -> str:
+    @property
+    def holds(self) -> bool:
+        """The frozen rule: each checkable effect, and the null rule, in >= REPLICATION_SHARE of the checks."""
+        return all(k >= REPLICATION_SHARE * n for _, k, n in self.rows()[:-2])
+
+    @property
+    def sabotage_holds(self) -> bool:
+        """The negative switch's rule: no sabotaged check passes, and <= 5% of its effects are recovered."""
+        k, n = self.recoveries
+        return not any(c.passed for c in self.checks.values()) and k <= 0.05 * n
+
+    def format(self, sabotaged: bool = False) -> str:
         n = len(self.checks)
-        verdict = "HOLDS" if self.holds else "DOES NOT HOLD"
-        lines = [f"replication on {n} new language(s) ({', '.join(map(str, self.checks))}): the frozen rule "
-                 f"(each checkable effect recovered, and the null rule passed, in >= {REPLICATION_SHARE:.0%} of "
-                 f"the languages) {verdict}", "",
-                 "| planted effect | recovered in | share [95% Clopper-Pearson] |", "|---|---|---|"]
+        names = ", ".join(str(k) if not isinstance(k, tuple) else f"{k[0]}/seeds {k[1]}+" for k in self.checks)
+        k, m = self.recoveries
+        lo, hi = clopper_pearson(k, m)
+        if sabotaged:
+            verdict = "HOLDS" if self.sabotage_holds else "DOES NOT HOLD"
+            head = (f"{n} sabotaged check(s) ({names}): the negative switch's rule (no check passes, <= 5% of the "
+                    f"checkable effects recovered) {verdict}: {k} of {m} recovered, {k / m:.3f} [{lo:.3f}, {hi:.3f}]")
+        else:
+            verdict = "HOLDS" if self.holds else "DOES NOT HOLD"
+            head = (f"replication on {n} check(s) ({names}): the frozen rule (each checkable effect recovered, and "
+                    f"the null rule passed, in >= {REPLICATION_SHARE:.0%} of the checks) {verdict}")
+        lines = [head, "", "| planted effect | recovered in | share [95% Clopper-Pearson] |", "|---|---|---|"]
         for what, k, m in self.rows():
             lo, hi = clopper_pearson(k, m)
             lines.append(f"| {what} | {k} of {m} | {k / m:.2f} [{lo:.2f}, {hi:.2f}] |")

@@ -59,6 +59,9 @@ def parse(sweep: Sweep, argv: list[str] | None):
     p.add_argument("--languages", type=int, default=0,
                    help=f"run the check on this many new languages ({REPLICATION_LANGUAGES[0]}, ...) at pretraining "
                         f"seeds from {REPLICATION_FIRST_SEED} on, and report per effect the share recovered")
+    p.add_argument("--seed-blocks", type=int, default=1,
+                   help="with --languages: this many checks per language, on disjoint blocks of --seeds pretraining "
+                        "seeds each (checks = languages x blocks)")
     p.add_argument("--sabotage", action="store_true", help="the negative switch: fine-tuning and the probe ignore "
                                                            "the checkpoints (" + ", ".join(SABOTAGE) + ")")
     known, _ = p.parse_known_args(argv)
@@ -70,6 +73,8 @@ def parse(sweep: Sweep, argv: list[str] | None):
     if not 0 <= args.languages <= len(REPLICATION_LANGUAGES):
         raise ConfigError(f"--languages {args.languages} is not valid; allowed: 0 (language 0 only) to "
                           f"{len(REPLICATION_LANGUAGES)}")
+    if args.seed_blocks < 1:
+        raise ConfigError(f"--seed-blocks {args.seed_blocks} must be >= 1")
     if args.first_seed < 0:
         raise ConfigError(f"--first-seed {args.first_seed} must be >= 0")
     if args.sabotage:
@@ -179,31 +184,34 @@ SWEEP = Sweep("known_answer", __doc__, run, defaults=DEFAULTS, parse=parse, repo
 
 
 def replicate(argv: list[str], n: int) -> int:
-    """The check on ``n`` new languages, each its own experiment ``<name>-lang<K>``, then the replication table."""
+    """The check on ``n`` new languages (x ``--seed-blocks`` disjoint seed blocks), each its own experiment
+    ``<name>-lang<K>[-seeds<S>]``, then the replication table; exit 1 when the frozen rule does not hold."""
     from analysis.known_answer import Replication, check_planted
     from analysis.report import build_report
     from sweeps.cli import experiment_root
 
     args = SWEEP.parse(SWEEP, argv)
-    base = args.name or f"known_answer-{args.preset}-languages"
+    base = args.name or f"known_answer-{args.preset}-languages" + ("-sabotaged" if args.sabotage else "")
     first = args.first_seed or REPLICATION_FIRST_SEED
-    rest = _without(argv, "--languages", "--name", "--first-seed")
+    rest = _without(argv, "--languages", "--name", "--first-seed", "--seed-blocks")
+    runs = [(k, first + b * args.seeds) for k in REPLICATION_LANGUAGES[:n] for b in range(args.seed_blocks)]
     roots = {}
-    for k in REPLICATION_LANGUAGES[:n]:
-        name = f"{base}-lang{k}"
-        print(f"\n=== language {k} ({len(roots) + 1} of {n}): {name} ===", flush=True)
-        code = sweep_main(SWEEP, [*rest, "--name", name, "--first-seed", str(first), "--set",
+    for k, seed in runs:
+        name = f"{base}-lang{k}" + (f"-seeds{seed}" if args.seed_blocks > 1 else "")
+        print(f"\n=== language {k}, seeds {seed}-{seed + args.seeds - 1} ({len(roots) + 1} of {len(runs)}): "
+              f"{name} ===", flush=True)
+        code = sweep_main(SWEEP, [*rest, "--name", name, "--first-seed", str(seed), "--set",
                                   f"data.corpus=planted:seed={k}"])
         if code == 2:
             return 2
-        roots[k] = experiment_root(argparse_ns(args, name), SWEEP.script)
-    rep = Replication({k: check_planted(build_report(f"{r}/export").contributions) for k, r in roots.items()})
-    text = rep.format()
+        roots[(k, seed)] = experiment_root(argparse_ns(args, name), SWEEP.script)
+    rep = Replication({key: check_planted(build_report(f"{r}/export").contributions) for key, r in roots.items()})
+    text = rep.format(sabotaged=args.sabotage)
     out = Path(experiment_root(argparse_ns(args, base), SWEEP.script))
     out.mkdir(parents=True, exist_ok=True)
     (out / "replication.md").write_text(text + "\n")
     print("\n" + text + f"\n\nreplication table: {out / 'replication.md'}", flush=True)
-    return 0 if rep.holds else 1
+    return 0 if (rep.sabotage_holds if args.sabotage else rep.holds) else 1
 
 
 def argparse_ns(args, name: str):

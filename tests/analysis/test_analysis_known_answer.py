@@ -105,12 +105,26 @@ def test_replication_counts_languages_and_applies_the_frozen_rule():
     bad = [_estimate(e.task, e.weights, _iv(0.0, 0.05, 0.9)) for e in PLANTED_EFFECTS] + _null(_iv(0, .1, .9))
     checks = {k: check_planted(SimpleNamespace(contrasts=good)) for k in range(4)}
     rep = Replication({**checks, 9: check_planted(SimpleNamespace(contrasts=bad))})
-    assert rep.holds and rep.rows()[0][1:] == (4, 5) and rep.rows()[-1] == ("the whole check passed", 4, 5)
+    assert rep.holds and rep.rows()[0][1:] == (4, 5) and rep.rows()[-2] == ("the whole check passed", 4, 5)
     assert "| 4 of 5 | 0.80 [0.28, 0.99] |" in rep.format()
+    assert rep.recoveries == (16, 20) and not rep.sabotage_holds
     two_bad = Replication({**checks, 8: checks[0],
                            9: check_planted(SimpleNamespace(contrasts=bad)),
                            10: check_planted(SimpleNamespace(contrasts=bad))})
     assert not two_bad.holds  # 4 of 6 < 80%
+
+
+def test_the_sabotage_rule_allows_no_passing_check_and_at_most_5_percent_of_effects():
+    def one(recovered: int):
+        ivs = [_iv(0.3, 0.05, 1e-5) if i < recovered else _iv(0.0, 0.05, 0.9) for i in range(len(PLANTED_EFFECTS))]
+        return check_planted(SimpleNamespace(contrasts=[_estimate(e.task, e.weights, iv)
+                                                        for e, iv in zip(PLANTED_EFFECTS, ivs)] + _null(_iv(0, .1, .9))))
+    quiet = {(k, 3): one(0) for k in range(19)}
+    assert Replication({**quiet, (99, 3): one(1)}).sabotage_holds  # 1 of 80 effects: 1.25%
+    assert not Replication({**quiet, (99, 3): one(4)}).sabotage_holds  # a sabotaged check passed
+    many = Replication({**{(k, 3): one(1) for k in range(5)}, **{(k, 3): one(0) for k in range(5, 20)}})
+    assert many.recoveries == (5, 80) and not many.sabotage_holds  # 6.25%
+    assert "sabotaged check(s)" in many.format(sabotaged=True) and "DOES NOT HOLD" in many.format(sabotaged=True)
 
 
 def test_clopper_pearson_matches_known_values():
