@@ -25,7 +25,7 @@ def _null(*intervals):
 
 
 def test_planted_effects_are_recovered_only_when_called_in_the_expected_direction():
-    lexical, lexical_ft, lexical2, order, discourse, fmt = PLANTED_EFFECTS
+    lexical, lexical_ft, lexical2, order, discourse, fmt, swap = PLANTED_EFFECTS
     contrasts = [
         _estimate(lexical.task, lexical.weights, _iv(0.30, 0.05, 1e-4)),  # recovered
         _estimate(lexical_ft.task, {"none": 1.0, "mlm_only": -1.0}, _iv(-0.25, 0.05, 1e-4)),  # derived the other way
@@ -35,14 +35,14 @@ def test_planted_effects_are_recovered_only_when_called_in_the_expected_directio
         *_null(_iv(0.01, 0.05, 0.7), _iv(0.08, 0.05, 0.04)),  # the second misses 0 but is not called after Holm
     ]
     check = check_planted(SimpleNamespace(contrasts=contrasts))
-    assert [r.recovered for r in check.effects] == [True, True, False, False, False, False]
-    assert [r.verdict for r in check.effects][4:] == [NOT_CHECKABLE] * 2
+    assert [r.recovered for r in check.effects] == [True, True, False, False, False, False, False]
+    assert [r.verdict for r in check.effects][4:] == [NOT_CHECKABLE] * 3
     assert check.effects[1].interval.estimate == 0.25 and check.effects[1].interval.lo == 0.2
     assert (check.null_called, check.null_covered, check.null_total) == (0, 1, 2) and check.null_passes
     assert not check.passed
     text = format_check(check)
     assert text.startswith("instrument check FAILED: 2 of 4 planted effects recovered (NSP loss effect, "
-                           "input-format effect: not checkable at this size)")
+                           "input-format effect, SOP instead of NSP on order: not checkable at this size)")
     assert text.count("**recovered**") == 2 and "not recovered" in text
     as_json = check.to_json()  # a report's mlm_only - none is vouched for only if every planted control of it passed
     assert verdict_for(as_json, lexical.weights) == "recovered"
