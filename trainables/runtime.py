@@ -1,4 +1,5 @@
-"""What the pretraining and fine-tuning loops share: the device, AdamW with a linear schedule, autocast.
+"""What the pretraining and fine-tuning loops share: the device, AdamW with a linear schedule, the precision
+(``resolve_precision``: bf16 autocast on CUDA and on CPUs with native bf16) and its autocast.
 
 ``trial_device`` is the one decision of which device a Ray trial (or Ray Train worker) trains on: the GPU
 Ray assigned to it, or the CPU when it was assigned none. Since Ray 2.5x a task with no GPU no longer has
@@ -8,9 +9,11 @@ every GPU of the node, and ``torch.cuda.is_available()`` says nothing about what
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from transformers import get_linear_schedule_with_warmup
@@ -101,9 +104,59 @@ def use_deterministic_kernels(on: bool) -> None:
     torch.backends.cudnn.benchmark = False
 
 
+CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # native bf16 matmul instructions (x86), as /proc/cpuinfo names them
+
+
+class Precision(NamedTuple):
+    """What ``run.precision`` means on one device: ``name`` is ``bf16`` (autocast) or ``fp32``; ``why`` says so."""
+
+    name: str
+    why: str
+
+
+def cpu_bf16_flag(cpuinfo: str | None = None) -> str | None:
+    """This CPU's native bf16 instruction set (``amx_bf16`` or ``avx512_bf16``), or None: without one a bf16
+    matmul is emulated and slower than fp32. From /proc/cpuinfo's flags on Linux, elsewhere from torch's own
+    probe (``torch.cpu._is_amx_tile_supported`` / ``_is_avx512_bf16_supported``); None if torch has no oneDNN."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            probes = (("amx_bf16", "_is_amx_tile_supported"), ("avx512_bf16", "_is_avx512_bf16_supported"))
+            return next((flag for flag, probe in probes if getattr(torch.cpu, probe, lambda: False)()), None)
+    flags = {w for line in cpuinfo.splitlines() if line.startswith("flags") for w in line.partition(":")[2].split()}
+    return next((f for f in CPU_BF16_FLAGS if f in flags), None)
+
+
+@functools.cache
+def _cpu_bf16_flag() -> str | None:
+    return cpu_bf16_flag()  # detected once per process
+
+
+def resolve_precision(device: torch.device, precision: str) -> Precision:
+    """``run.precision`` on ``device``: ``auto`` is bf16 autocast on CUDA and on a CPU with native bf16
+    (``cpu_bf16_flag``), fp32 elsewhere; ``fp32`` and ``bf16`` force theirs."""
+    if precision in ("fp32", "bf16"):
+        return Precision(precision, f"run.precision={precision}")
+    if precision != "auto":
+        raise ConfigError(f"run.precision={precision!r} is not valid; allowed: auto, fp32, bf16")
+    if device.type == "cuda":
+        return Precision("bf16", "auto: CUDA")
+    if device.type == "cpu":
+        flag = _cpu_bf16_flag()
+        return Precision("bf16", f"auto: the CPU has {flag}") if flag else \
+            Precision("fp32", "auto: the CPU has no native bf16 (" + " or ".join(CPU_BF16_FLAGS) + ")")
+    return Precision("fp32", f"auto: {device.type}")
+
+
 def autocast(device: torch.device, precision: str):
-    """bf16 autocast on CUDA for precision auto/bf16; a no-op elsewhere."""
-    use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")
+    """bf16 autocast where ``resolve_precision`` says bf16, a no-op (fp32) elsewhere. Under it the matmuls
+    (linear, attention) run in bf16 and the residual stream, LayerNorm and the losses (cast to fp32 by the
+    objectives) stay fp32; the weights, their gradients and the optimizer's state are fp32 throughout."""
+    use_bf16 = resolve_precision(device, precision).name == "bf16"
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
 
 
