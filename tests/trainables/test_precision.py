@@ -134,3 +134,34 @@ def test_cpu_mfu_is_over_the_measured_peak_of_its_precision(capsys, cpu_bf16):
         assert side["ratio"] == pytest.approx(side["ours_tokens_per_s"] / side["reference_tokens_per_s"], abs=1e-3)
     assert out["mfu"] == out["by_precision"]["bf16"]["mfu"]
     assert bench.main(["--preset", "smoke", "--precision", "fp16"]) == 2
+
+
+def test_attention_stays_fp32_under_a_cpus_bf16_autocast():
+    """The linear layers of a BERT run in bf16 under CPU autocast, its attention in fp32 (torch's CPU flash
+    attention is slower in bf16); without autocast the model is exactly transformers' own."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, attn_implementation="sdpa")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = BertModel(config, add_pooling_layer=False).eval()
+    attention = model.encoder.layer[0].attention.self
+    seen = {}
+    attention.register_forward_hook(lambda m, args, out: seen.update(attention=out[0].dtype))
+    attention.query.register_forward_hook(lambda m, args, out: seen.update(query=out.dtype))
+    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 5:] = False  # a padded row: the bool mask reaches SDPA as it is
+    with runtime.autocast(CPU, "bf16"):
+        out = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert seen == {"query": torch.bfloat16, "attention": torch.float32} and out.dtype == torch.float32
+    fp32 = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert seen == {"query": torch.float32, "attention": torch.float32}
+    torch.testing.assert_close(out, fp32, atol=0.05, rtol=0.05)  # bf16's rounding, nothing more
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    q, k, v = (torch.randn(2, 2, 7, 16) for _ in range(3))
+    ours, _ = runtime.sdpa_fp32_on_cpu(attention, q, k, v, mask, dropout=0.0, scaling=0.25)
+    theirs, _ = sdpa_attention_forward(attention, q, k, v, mask, dropout=0.0, scaling=0.25)
+    assert torch.equal(ours, theirs)  # outside autocast: transformers' function, unchanged
