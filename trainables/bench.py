@@ -1,6 +1,6 @@
 """Throughput benchmarks: our pretraining step against stock BertForPreTraining, and the data path.
 
-    python -m trainables.bench --preset cpu-small [--steps 20] [--threads 2]      # fp32 and bf16 side by side
+    python -m trainables.bench --preset cpu-small [--steps 20] [--threads 2] [--rounds 2]   # fp32 and bf16
     python -m trainables.bench --preset cpu-small --precision fp32                 # one precision
     python -m trainables.bench --preset bert-base --set optim.batch_size=128          # on a GPU: MFU
     python -m trainables.bench --preset bert-base --peak-tflops 400    # a GPU not in trainables.hardware
@@ -155,28 +155,16 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
         for s in sides:
             runs[s.precision.name][0].append(_time(s.ours, batches, dev))
             runs[s.precision.name][1].append(_time(s.ref, batches, dev))
-    objectives = [get_objective(n) for n in cfg.objective.active]
-    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, b.shape, V) for b in batches)
-    B = cfg.optim.batch_size
-    ref_shape = StepShape(B, cfg.data.seq_len, cfg.data.seq_len)  # every position gets full-vocabulary logits
-    ref_flops = steps * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V)
     peaks = measured_peaks(cfg, batches) if dev.type == "cpu" else None
-    by = {}
-    for s in sides:
-        ours_runs, ref_runs = runs[s.precision.name]
-        ours_tps, ref_tps = max(r[0] for r in ours_runs), max(r[0] for r in ref_runs)
-        by[s.precision.name] = {"why": s.precision.why, "ours_tokens_per_s": round(ours_tps, 1),
-                                "reference_tokens_per_s": round(ref_tps, 1), "ratio": round(ours_tps / ref_tps, 3)}
-        if dev.type == "cuda" or peak_tflops or peaks:
-            by[s.precision.name].update(_mfu(ours_flops / min(r[1] for r in ours_runs),
-                                             ref_flops / min(r[1] for r in ref_runs), dev, peak_tflops,
-                                             peaks and peaks[f"{s.precision.name}_tflops"]))
+    by = {name: _figures(cfg, batches, V, dev, why, ours, ref, peak_tflops, peaks and peaks[f"{name}_tflops"])
+          for (name, why), (ours, ref) in zip([s.precision for s in sides], runs.values())}
     main = sides[0].precision
+    padded = sum(b.batch.input_ids.numel() for b in batches)
     result = {"preset": preset, "device": str(dev), "precision": main.name, "precision_why": main.why,
-              "cpu_bf16": cpu_bf16_flag() if dev.type == "cpu" else None,
-              "threads": torch.get_num_threads(), "steps": steps, "batch_size": B, "seq_len": cfg.data.seq_len,
+              "cpu_bf16": cpu_bf16_flag() if dev.type == "cpu" else None, "threads": torch.get_num_threads(),
+              "steps": steps, "rounds": rounds, "batch_size": cfg.optim.batch_size, "seq_len": cfg.data.seq_len,
               "vocab_size": V, "parameters": count_parameters(build_model(cfg.model, V, data.sp.pad, 0)),
-              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / sum(b.batch.input_ids.numel() for b in batches), 4),
+              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / padded, 4),
               **{k: v for k, v in by[main.name].items() if k != "why"}, "by_precision": by}
     if "bf16" in by and "fp32" in by:
         result["bf16_vs_fp32"] = round(by["bf16"]["ours_tokens_per_s"] / by["fp32"]["ours_tokens_per_s"], 3)
@@ -186,6 +174,23 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     result["loop_tokens_per_s"] = round(_loop_tokens_per_s(loop_cfg, steps), 1)
     result["loop_vs_step"] = round(result["loop_tokens_per_s"] / result["ours_tokens_per_s"], 3)
     return result
+
+
+def _figures(cfg, batches, V: int, dev, why: str, ours_runs: list, ref_runs: list, peak_tflops: float | None,
+             measured_tflops: float | None) -> dict:
+    """One precision's figures from its timed rounds ((tokens/s, seconds) per round of each side): the best
+    round's tokens/s, the ratio, and the MFU columns where a peak is known (CUDA, ``--peak-tflops``, a CPU's)."""
+    objectives = [get_objective(n) for n in cfg.objective.active]
+    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, b.shape, V) for b in batches)
+    ref_shape = StepShape(cfg.optim.batch_size, cfg.data.seq_len, cfg.data.seq_len)  # full-vocabulary logits
+    ref_flops = len(batches) * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V)
+    ours_tps, ref_tps = max(r[0] for r in ours_runs), max(r[0] for r in ref_runs)
+    out = {"why": why, "ours_tokens_per_s": round(ours_tps, 1), "reference_tokens_per_s": round(ref_tps, 1),
+           "ratio": round(ours_tps / ref_tps, 3)}
+    if dev.type == "cuda" or peak_tflops or measured_tflops:
+        out.update(_mfu(ours_flops / min(r[1] for r in ours_runs), ref_flops / min(r[1] for r in ref_runs), dev,
+                        peak_tflops, measured_tflops))
+    return out
 
 
 def _loop_tokens_per_s(cfg, steps: int) -> float:
@@ -268,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="cpu-small")
     p.add_argument("--corpus", help="sets data.corpus (default: the preset's)")
     p.add_argument("--steps", type=int, default=20, help="timed steps per side and round")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds; each figure is the best round's "
+                                                         "(more rounds on a busy machine)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--precision", default=None,
@@ -278,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                         "trainables.hardware, bf16; on a CPU measured here, at each precision)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.rounds < 1:
+        print(f"error: --rounds={args.rounds} must be >= 1", file=sys.stderr)
+        return 2
     if args.peak_tflops is not None and args.peak_tflops <= 0:
         print(f"error: --peak-tflops={args.peak_tflops} must be > 0", file=sys.stderr)
         return 2
@@ -285,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     overrides = ([f"data.corpus={args.corpus}"] if args.corpus else []) + args.overrides
     try:
-        result = run_bench(args.preset, overrides, args.steps, peak_tflops=args.peak_tflops,
+        result = run_bench(args.preset, overrides, args.steps, args.rounds, peak_tflops=args.peak_tflops,
                            precision=args.precision)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

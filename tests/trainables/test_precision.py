@@ -134,6 +134,7 @@ def test_cpu_mfu_is_over_the_measured_peak_of_its_precision(capsys, cpu_bf16):
         assert side["ratio"] == pytest.approx(side["ours_tokens_per_s"] / side["reference_tokens_per_s"], abs=1e-3)
     assert out["mfu"] == out["by_precision"]["bf16"]["mfu"]
     assert bench.main(["--preset", "smoke", "--precision", "fp16"]) == 2
+    assert bench.main(["--preset", "smoke", "--rounds", "0"]) == 2
 
 
 def test_attention_stays_fp32_under_a_cpus_bf16_autocast():
