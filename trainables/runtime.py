@@ -156,7 +156,7 @@ def resolve_precision(device: torch.device, precision: str) -> Precision:
 def autocast(device: torch.device, precision: str):
     """bf16 autocast where ``resolve_precision`` says bf16, a no-op (fp32) elsewhere. Under it the linear
     layers run in bf16 (attention too on CUDA; on a CPU it stays fp32: ``sdpa_fp32_on_cpu``), and the residual
-    stream, LayerNorm and the losses (cast to fp32 by the objectives) stay fp32; the weights, their gradients
+    stream, the encoder's LayerNorms and the losses (cast to fp32 by the objectives) stay fp32; the weights, their gradients
     and the optimizer's state are fp32 throughout."""
     use_bf16 = resolve_precision(device, precision).name == "bf16"
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
