@@ -1,31 +1,40 @@
 """Throughput benchmarks: our pretraining step against stock BertForPreTraining, and the data path.
 
-    python -m trainables.bench --preset cpu-small [--steps 20] [--threads 2]
+    python -m trainables.bench --preset cpu-small [--steps 20] [--threads 2] [--rounds 2]   # fp32 and bf16
+    python -m trainables.bench --preset cpu-small --precision fp32                 # one precision
     python -m trainables.bench --preset bert-base --set optim.batch_size=128          # on a GPU: MFU
     python -m trainables.bench --preset bert-base --peak-tflops 400    # a GPU not in trainables.hardware
     python -m trainables.bench data --copies 1,4,16                                    # trainables.bench_data
 
 Both sides of the step benchmark train the same ``BertForPreTraining`` size on the same masked batches
-with the same batch size and threads, in this process, alternating rounds so machine noise hits both
-alike. Ours: the real training step (``pretrain.train_step``: dynamic padding over length-bucketed
+with the same batch size, threads and precision, in this process, alternating rounds so machine noise hits
+both alike. Ours: the real training step (``pretrain.train_step``: dynamic padding over length-bucketed
 batches, MLM logits only at the masked positions through a fixed-shape gather, a prepared attention
-mask, fused AdamW, bf16 autocast on CUDA, losses kept on the device). Reference: stock
-``BertForPreTraining(labels=..., next_sentence_label=...)`` with full-vocabulary logits on batches
-padded to the maximum length. Then ``run_pretraining`` end to end (the background input pipeline
-included) on the same config, its tokens/s taken from its own log over the steps after the first.
-Prints one JSON line: real tokens/s of each, their ratio, and on CUDA the model FLOPs utilisation
-(``trainables.flops``: the matmuls each side actually computes, over the GPU's dense bf16 peak, looked up
-by its exact name in ``trainables.hardware``; an unknown GPU's MFU is null until ``--peak-tflops`` gives it).
+mask, fused AdamW, bf16 autocast where ``runtime.resolve_precision`` says so, losses kept on the device).
+Reference: stock ``BertForPreTraining(labels=..., next_sentence_label=...)`` with full-vocabulary logits on
+batches padded to the maximum length. Each precision benched (``--precision``; by default the run's, and on
+a CPU with native bf16 fp32 beside it) gets both sides, and the ratio is at the same precision. Then
+``run_pretraining`` end to end (the background input pipeline included) on the same config at the first
+precision, its tokens/s taken from its own log over the steps after the first.
+
+Prints one JSON line: real tokens/s of each side, their ratio, and the model FLOPs utilisation
+(``trainables.flops``: the matmuls each side actually computes, per second, over the device's dense peak
+at that precision). On CUDA the peak is the GPU's bf16 one, looked up by its exact name in
+``trainables.hardware`` (an unknown GPU's MFU is null until ``--peak-tflops`` gives it); on a CPU it is
+measured here, a 2048^3 matmul in fp32 and in bf16 (``matmul_peaks``, with the rate of the model's own FFN
+matmul beside it). The top-level figures are the first precision's; ``by_precision`` holds each one's.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 import tempfile
 import time
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -38,7 +47,7 @@ from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
 from trainables.presets import build_config
 from trainables.pretrain import pretrain_model, build_optimizer, build_pretraining_data, resolve_device, train_step
-from trainables.runtime import autocast
+from trainables.runtime import Precision, autocast, cpu_bf16_flag, resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -73,18 +82,19 @@ def _dense(m, seq_len: int, pad: int):
     return pad_(m.input_ids, pad), pad_(m.token_type_ids, 0), pad_(m.attention_mask, 0), pad_(labels, IGNORE), m.pair_labels
 
 
-def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, peak_tflops: float | None = None) -> dict:
-    """The step benchmark's result (one JSON-able dict); ``peak_tflops`` overrides the table's peak."""
-    cfg = build_config(preset, "full", overrides)
-    dev = resolve_device(cfg.run.device)
-    data = build_pretraining_data(cfg)
-    sp, V = data.sp, data.sp.vocab_size
-    batches = [data.steps.step(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
-    pin = dev.type == "cuda"  # pinned host batches let .to(dev, non_blocking=True) overlap the copy, as training does
-    batches = [b.pin_memory() for b in batches] if pin else batches
-    objectives = [get_objective(n) for n in cfg.objective.active]
-    ctx = lambda: autocast(dev, cfg.run.precision)  # noqa: E731
+class Sides(NamedTuple):
+    """Both sides of the step bench at one precision: ours (``pretrain.train_step``) and stock's step."""
 
+    precision: Precision
+    ours: Callable
+    ref: Callable
+
+
+def build_sides(cfg, data, batches, dev, precision: str) -> Sides:
+    """Fresh models, optimizers and steps of both sides at ``precision`` (auto | fp32 | bf16), the same
+    initial weights at every precision."""
+    sp, V = data.sp, data.sp.vocab_size
+    ctx = lambda: autocast(dev, precision)  # noqa: E731
     ours = pretrain_model(cfg, build_model(cfg.model, V, sp.pad, 0)).to(dev)
     ours_opt, ours_sched = build_optimizer(ours, cfg)
     meter: dict = {}
@@ -94,6 +104,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
 
     ref = build_model(cfg.model, V, sp.pad, 0).to(dev)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    pin = dev.type == "cuda"
     dense = [tuple(t.pin_memory() if pin else t for t in _dense(m.batch, cfg.data.seq_len, sp.pad)) for m in batches]
 
     def ref_step(b, i):
@@ -105,26 +116,81 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
         ref_opt.step()
         ref_opt.zero_grad(set_to_none=True)
 
-    ours_runs, ref_runs = [], []
-    for _ in range(rounds):  # alternate so that machine noise hits both sides alike
-        ours_runs.append(_time(ours_step, batches, dev))
-        ref_runs.append(_time(ref_step, batches, dev))
-    ours_tps, ref_tps = max(r[0] for r in ours_runs), max(r[0] for r in ref_runs)
-    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, b.shape, V) for b in batches)
-    B = cfg.optim.batch_size
-    ref_shape = StepShape(B, cfg.data.seq_len, cfg.data.seq_len)  # every position gets full-vocabulary logits
-    ref_flops = steps * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V) / 1.0
-    result = {"preset": preset, "device": str(dev), "precision": cfg.run.precision, "threads": torch.get_num_threads(), "steps": steps,
-              "batch_size": B, "seq_len": cfg.data.seq_len, "vocab_size": V, "parameters": count_parameters(ref),
-              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / sum(b.batch.input_ids.numel() for b in batches), 4),
-              "ours_tokens_per_s": round(ours_tps, 1), "reference_tokens_per_s": round(ref_tps, 1),
-              "ratio": round(ours_tps / ref_tps, 3),
-              "loop_tokens_per_s": round(_loop_tokens_per_s(cfg, steps), 1)}
-    result["loop_vs_step"] = round(result["loop_tokens_per_s"] / ours_tps, 3)
-    if dev.type == "cuda" or peak_tflops:
-        result.update(_mfu(ours_flops / min(r[1] for r in ours_runs), ref_flops / min(r[1] for r in ref_runs),
-                           dev, peak_tflops))
+    return Sides(resolve_precision(dev, precision), ours_step, ref_step)
+
+
+def bench_precisions(requested: str | None, run_precision: str, dev: torch.device) -> list[str]:
+    """The precisions to bench (comma-separated auto | fp32 | bf16; ``auto`` is ``run.precision``), the run's
+    first. Default: the run's, and on a CPU where that is bf16, fp32 beside it (the speed bf16 buys)."""
+    names = [p.strip() for p in (requested or "auto").split(",") if p.strip()]
+    bad = [p for p in names if p not in ("auto", "fp32", "bf16")]
+    if bad or not names:
+        raise ConfigError(f"--precision {', '.join(map(repr, bad)) or repr(requested)} is not valid; allowed: "
+                          "comma-separated auto, fp32, bf16")
+    names = [run_precision if p == "auto" else p for p in names]
+    if requested is None and dev.type == "cpu" and resolve_precision(dev, run_precision).name == "bf16":
+        names.append("fp32")
+    resolved = []
+    for p in names:  # one entry per precision actually computed (auto and bf16 may be the same)
+        if resolve_precision(dev, p).name not in [resolve_precision(dev, q).name for q in resolved]:
+            resolved.append(p)
+    return resolved
+
+
+def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, peak_tflops: float | None = None,
+              precision: str | None = None) -> dict:
+    """The step benchmark's result (one JSON-able dict); ``peak_tflops`` overrides the peak (the table's on
+    CUDA, the measured one on a CPU); ``precision``: what ``bench_precisions`` takes. The top-level figures
+    are at the first precision (the run's); ``by_precision`` has each one's."""
+    cfg = build_config(preset, "full", overrides)
+    dev = resolve_device(cfg.run.device)
+    precisions = bench_precisions(precision, cfg.run.precision, dev)
+    data = build_pretraining_data(cfg)
+    V = data.sp.vocab_size
+    batches = [data.steps.step(p) for p in positions_from(data.steps, Position(0, 0, 0, 0), steps)]
+    batches = [b.pin_memory() for b in batches] if dev.type == "cuda" else batches  # as training does
+    sides = [build_sides(cfg, data, batches, dev, p) for p in precisions]
+    runs = {s.precision.name: ([], []) for s in sides}
+    for _ in range(rounds):  # alternate so that machine noise hits every side alike
+        for s in sides:
+            runs[s.precision.name][0].append(_time(s.ours, batches, dev))
+            runs[s.precision.name][1].append(_time(s.ref, batches, dev))
+    peaks = measured_peaks(cfg, batches) if dev.type == "cpu" else None
+    by = {name: _figures(cfg, batches, V, dev, why, ours, ref, peak_tflops, peaks and peaks[f"{name}_tflops"])
+          for (name, why), (ours, ref) in zip([s.precision for s in sides], runs.values())}
+    main = sides[0].precision
+    padded = sum(b.batch.input_ids.numel() for b in batches)
+    result = {"preset": preset, "device": str(dev), "precision": main.name, "precision_why": main.why,
+              "cpu_bf16": cpu_bf16_flag() if dev.type == "cpu" else None, "threads": torch.get_num_threads(),
+              "steps": steps, "rounds": rounds, "batch_size": cfg.optim.batch_size, "seq_len": cfg.data.seq_len,
+              "vocab_size": V, "parameters": count_parameters(build_model(cfg.model, V, data.sp.pad, 0)),
+              "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / padded, 4),
+              **{k: v for k, v in by[main.name].items() if k != "why"}, "by_precision": by}
+    if "bf16" in by and "fp32" in by:
+        result["bf16_vs_fp32"] = round(by["bf16"]["ours_tokens_per_s"] / by["fp32"]["ours_tokens_per_s"], 3)
+    if peaks:
+        result["matmul_peaks"] = peaks
+    loop_cfg = cfg.replace(run=dataclasses.replace(cfg.run, precision=main.name))
+    result["loop_tokens_per_s"] = round(_loop_tokens_per_s(loop_cfg, steps), 1)
+    result["loop_vs_step"] = round(result["loop_tokens_per_s"] / result["ours_tokens_per_s"], 3)
     return result
+
+
+def _figures(cfg, batches, V: int, dev, why: str, ours_runs: list, ref_runs: list, peak_tflops: float | None,
+             measured_tflops: float | None) -> dict:
+    """One precision's figures from its timed rounds ((tokens/s, seconds) per round of each side): the best
+    round's tokens/s, the ratio, and the MFU columns where a peak is known (CUDA, ``--peak-tflops``, a CPU's)."""
+    objectives = [get_objective(n) for n in cfg.objective.active]
+    ours_flops = sum(step_flops(cfg.model, objectives, cfg.objective.options, b.shape, V) for b in batches)
+    ref_shape = StepShape(cfg.optim.batch_size, cfg.data.seq_len, cfg.data.seq_len)  # full-vocabulary logits
+    ref_flops = len(batches) * step_flops(cfg.model, objectives, cfg.objective.options, ref_shape, V)
+    ours_tps, ref_tps = max(r[0] for r in ours_runs), max(r[0] for r in ref_runs)
+    out = {"why": why, "ours_tokens_per_s": round(ours_tps, 1), "reference_tokens_per_s": round(ref_tps, 1),
+           "ratio": round(ours_tps / ref_tps, 3)}
+    if dev.type == "cuda" or peak_tflops or measured_tflops:
+        out.update(_mfu(ours_flops / min(r[1] for r in ours_runs), ref_flops / min(r[1] for r in ref_runs), dev,
+                        peak_tflops, measured_tflops))
+    return out
 
 
 def _loop_tokens_per_s(cfg, steps: int) -> float:
@@ -145,15 +211,51 @@ def device_name(dev: torch.device) -> str:
     return torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
 
 
-def _mfu(ours_flops_per_s: float, ref_flops_per_s: float, dev: torch.device, peak_tflops: float | None = None) -> dict:
-    """Achieved TFLOP/s of both sides and their MFU over the dense bf16 peak: ``peak_tflops`` if given, else
-    the table's for this exact device name; unknown -> MFU null, with the note saying what to pass."""
+SQUARE = 2048  # the square matmul whose rate is a CPU's measured peak
+
+
+def matmul_tflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 0.3, windows: int = 3) -> float:
+    """This process's rate (TFLOP/s) of an (m, k) @ (k, n) matmul in ``dtype`` on the CPU, at torch's threads:
+    the best of ``windows`` timed windows of at least ``seconds`` each, after a warm-up."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=g).to(dtype), torch.randn(k, n, generator=g).to(dtype)
+    for _ in range(3):
+        torch.mm(a, b)
+    best = 0.0
+    for _ in range(windows):
+        t0, calls = time.perf_counter(), 0
+        while (elapsed := time.perf_counter() - t0) < seconds:
+            torch.mm(a, b)
+            calls += 1
+        best = max(best, 2.0 * m * k * n * calls / elapsed / 1e12)
+    return best
+
+
+def measured_peaks(cfg, batches) -> dict:
+    """The CPU's dense matmul rates in fp32 and bf16, measured here: a large square matmul (the peak MFU
+    divides by) and the model's FFN matmul at this batch's tokens (what small matrices leave of it)."""
+    tokens = max(b.batch.input_ids.numel() for b in batches)
+    H, I = cfg.model.hidden_size, cfg.model.intermediate_size
+    out = {"square_matmul": f"{SQUARE}x{SQUARE}x{SQUARE}",
+           "model_matmul": f"{tokens}x{H}x{I} (the FFN's first: batch x length tokens, hidden -> intermediate)"}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        out[f"{name}_tflops"] = round(matmul_tflops(SQUARE, SQUARE, SQUARE, dtype), 4)
+        out[f"{name}_model_matmul_tflops"] = round(matmul_tflops(tokens, H, I, dtype), 4)
+    return out
+
+
+def _mfu(ours_flops_per_s: float, ref_flops_per_s: float, dev: torch.device, peak_tflops: float | None = None,
+         measured_tflops: float | None = None) -> dict:
+    """Achieved TFLOP/s of both sides and their MFU over the device's dense peak at the step's precision:
+    ``peak_tflops`` if given, else ``measured_tflops`` (a CPU's, ``measured_peaks``), else the table's bf16
+    peak for this exact GPU name; unknown -> MFU null, with the note saying what to pass."""
     name = device_name(dev)
-    peak = peak_tflops or peak_bf16_tflops(name)
-    out = {"gpu": name, "achieved_tflops": round(ours_flops_per_s / 1e12, 3),
-           "reference_tflops": round(ref_flops_per_s / 1e12, 3), "peak_tflops": peak,
-           "peak_source": "--peak-tflops" if peak_tflops else ("trainables.hardware" if peak else None),
-           "mfu": None, "reference_mfu": None}
+    peak = peak_tflops or measured_tflops or peak_bf16_tflops(name)
+    source = "--peak-tflops" if peak_tflops else (f"measured: a {SQUARE}^3 matmul in this process" if measured_tflops
+                                                  else "trainables.hardware" if peak else None)
+    out = {"gpu": name, "achieved_tflops": round(ours_flops_per_s / 1e12, 4),
+           "reference_tflops": round(ref_flops_per_s / 1e12, 4), "peak_tflops": peak and round(peak, 4),
+           "peak_source": source, "mfu": None, "reference_mfu": None}
     if peak:
         out.update(mfu=round(ours_flops_per_s / 1e12 / peak, 3), reference_mfu=round(ref_flops_per_s / 1e12 / peak, 3))
     else:
@@ -171,13 +273,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="cpu-small")
     p.add_argument("--corpus", help="sets data.corpus (default: the preset's)")
     p.add_argument("--steps", type=int, default=20, help="timed steps per side and round")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds; each figure is the best round's "
+                                                         "(more rounds on a busy machine)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--precision", default=None,
+                   help="comma-separated precisions to bench side by side: auto (run.precision), fp32, bf16 "
+                        "(default: the run's, and fp32 beside it on a CPU where the run's is bf16)")
     p.add_argument("--peak-tflops", type=float, default=None,
-                   help="the device's dense bf16 peak for MFU (default: looked up by the exact GPU name in "
-                        "trainables.hardware; needed for a GPU not there, or to get MFU on a CPU)")
+                   help="the device's dense peak for MFU (default: on a GPU looked up by its exact name in "
+                        "trainables.hardware, bf16; on a CPU measured here, at each precision)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.rounds < 1:
+        print(f"error: --rounds={args.rounds} must be >= 1", file=sys.stderr)
+        return 2
     if args.peak_tflops is not None and args.peak_tflops <= 0:
         print(f"error: --peak-tflops={args.peak_tflops} must be > 0", file=sys.stderr)
         return 2
@@ -185,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     overrides = ([f"data.corpus={args.corpus}"] if args.corpus else []) + args.overrides
     try:
-        result = run_bench(args.preset, overrides, args.steps, peak_tflops=args.peak_tflops)
+        result = run_bench(args.preset, overrides, args.steps, args.rounds, peak_tflops=args.peak_tflops,
+                           precision=args.precision)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

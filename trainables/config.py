@@ -311,7 +311,7 @@ class RunConfig:
 
     seed: int = 0  # initial weights and masking; the pretraining seed of the ablation
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16
+    precision: str = "auto"  # auto (bf16 autocast on CUDA and on a CPU with native bf16, else fp32) | fp32 | bf16
     threads: int = 0  # torch CPU threads; 0 = leave torch's default
     log_every: int = 10
     eval_every: int = 0  # 0 = only at the end

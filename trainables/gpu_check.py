@@ -160,7 +160,7 @@ def bench_command(args, env: dict, data_ok: bool) -> list[str]:
     # bert-base's own sequence length is 128, the length the H200 target is stated at
     cmd = [sys.executable, "-m", "trainables.bench", "--preset", args.bench_preset, "--steps", str(args.bench_steps)]
     if env["cuda_available"]:
-        cmd += ["--set", "run.precision=bf16"]  # the peak table is bf16; CPU stays fp32
+        cmd += ["--set", "run.precision=bf16"]  # the peak table is bf16; a CPU bench follows run.precision
     if not data_ok:
         cmd += ["--corpus", "synthetic"]  # MFU does not need real text: measure it anyway
     return cmd + shlex.split(args.bench_args)

@@ -51,7 +51,7 @@ from trainables.model import PretrainModel, build_model, count_parameters, freez
 from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
 from trainables.presets import PRESETS, build_config, check_epochs
 from trainables.runtime import autocast as build_autocast
-from trainables.runtime import build_adamw, enable_tf32, resolve_device, use_deterministic_kernels
+from trainables.runtime import build_adamw, enable_tf32, resolve_device, resolve_precision, use_deterministic_kernels
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -199,8 +199,9 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     module = _training_module(model, cfg, world)
     autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     model.train()
-    log.info("pretraining %s: %d parameters, %d steps on %s (rank %d of %d)%s", cfg.objective.variant,
-             count_parameters(model.bert), run.steps, dev, rank, world,
+    precision = resolve_precision(dev, cfg.run.precision)
+    log.info("pretraining %s: %d parameters, %d steps on %s in %s (%s; rank %d of %d)%s", cfg.objective.variant,
+             count_parameters(model.bert), run.steps, dev, precision.name, precision.why, rank, world,
              f", budget {budget.target:.3g} {budget.kind}" if budget.kind != "steps" else "")
     start = Position(state.step, state.phase, state.epoch, state.batch)
     active = [get_objective(n) for n in cfg.objective.active]
@@ -346,13 +347,14 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
                        run.data.steps.epochs_made(state_position(state)), state.wall_time_s, metrics, state.flops)
     if run.rank == 0:
         _log_scalars(run.tb, as_report(metrics), state.step)
-        d = run.data
+        d, precision = run.data, resolve_precision(run.device, run.cfg.run.precision)
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
                          tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
                          train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert),
                          budget=run.budget.kind, budget_target=run.budget.target,
                          planned_steps=run.budget.planned_steps,
-                         masked_per_step=step_counts(d.steps, state.step).masked_per_step)
+                         masked_per_step=step_counts(d.steps, state.step).masked_per_step,
+                         precision=precision.name, precision_why=precision.why)
     if run.tb is not None:
         run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.

@@ -1,4 +1,5 @@
-"""What the pretraining and fine-tuning loops share: the device, AdamW with a linear schedule, autocast.
+"""What the pretraining and fine-tuning loops share: the device, AdamW with a linear schedule, the precision
+(``resolve_precision``: bf16 autocast on CUDA and on CPUs with native bf16) and its autocast.
 
 ``trial_device`` is the one decision of which device a Ray trial (or Ray Train worker) trains on: the GPU
 Ray assigned to it, or the CPU when it was assigned none. Since Ray 2.5x a task with no GPU no longer has
@@ -8,12 +9,15 @@ every GPU of the node, and ``torch.cuda.is_available()`` says nothing about what
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from transformers import get_linear_schedule_with_warmup
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
 
 from trainables.config import ConfigError
 
@@ -101,10 +105,83 @@ def use_deterministic_kernels(on: bool) -> None:
     torch.backends.cudnn.benchmark = False
 
 
+CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # native bf16 matmul instructions (x86), as /proc/cpuinfo names them
+
+
+class Precision(NamedTuple):
+    """What ``run.precision`` means on one device: ``name`` is ``bf16`` (autocast) or ``fp32``; ``why`` says so."""
+
+    name: str
+    why: str
+
+
+def cpu_bf16_flag(cpuinfo: str | None = None) -> str | None:
+    """This CPU's native bf16 instruction set (``amx_bf16`` or ``avx512_bf16``), or None: without one a bf16
+    matmul is emulated and slower than fp32. From /proc/cpuinfo's flags on Linux, elsewhere from torch's own
+    probe (``torch.cpu._is_amx_tile_supported`` / ``_is_avx512_bf16_supported``); None if torch has no oneDNN."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            probes = (("amx_bf16", "_is_amx_tile_supported"), ("avx512_bf16", "_is_avx512_bf16_supported"))
+            return next((flag for flag, probe in probes if getattr(torch.cpu, probe, lambda: False)()), None)
+    flags = {w for line in cpuinfo.splitlines() if line.startswith("flags") for w in line.partition(":")[2].split()}
+    return next((f for f in CPU_BF16_FLAGS if f in flags), None)
+
+
+@functools.cache
+def _cpu_bf16_flag() -> str | None:
+    return cpu_bf16_flag()  # detected once per process
+
+
+def resolve_precision(device: torch.device, precision: str) -> Precision:
+    """``run.precision`` on ``device``: ``auto`` is bf16 autocast on CUDA and on a CPU with native bf16
+    (``cpu_bf16_flag``), fp32 elsewhere; ``fp32`` and ``bf16`` force theirs."""
+    if precision in ("fp32", "bf16"):
+        return Precision(precision, f"run.precision={precision}")
+    if precision != "auto":
+        raise ConfigError(f"run.precision={precision!r} is not valid; allowed: auto, fp32, bf16")
+    if device.type == "cuda":
+        return Precision("bf16", "auto: CUDA")
+    if device.type == "cpu":
+        flag = _cpu_bf16_flag()
+        return Precision("bf16", f"auto: the CPU has {flag}") if flag else \
+            Precision("fp32", "auto: the CPU has no native bf16 (" + " or ".join(CPU_BF16_FLAGS) + ")")
+    return Precision("fp32", f"auto: {device.type}")
+
+
 def autocast(device: torch.device, precision: str):
-    """bf16 autocast on CUDA for precision auto/bf16; a no-op elsewhere."""
-    use_bf16 = device.type == "cuda" and precision in ("auto", "bf16")
+    """bf16 autocast where ``resolve_precision`` says bf16, a no-op (fp32) elsewhere. Under it the linear
+    layers run in bf16 (attention too on CUDA; on a CPU it stays fp32: ``sdpa_fp32_on_cpu``), and the residual
+    stream, the encoder's LayerNorms and the losses (cast to fp32 by the objectives) stay fp32; the weights, their gradients
+    and the optimizer's state are fp32 throughout."""
+    use_bf16 = resolve_precision(device, precision).name == "bf16"
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+
+
+def sdpa_fp32_on_cpu(module, query, key, value, attention_mask, **kwargs):
+    """transformers' SDPA attention, in fp32 under a CPU's bf16 autocast (unchanged everywhere else).
+
+    torch's CPU flash attention is slower in bf16 than in fp32 at BERT's shapes: at sequence 128 and head
+    width 64 its backward took 2.3x as long (forward and backward 31 ms against 18 ms with the casts, one
+    thread, batch 32, 2 heads; as fast at sequence 512), a quarter of a cpu-small bf16 step. In fp32 it is
+    also the more exact. The casts are of (B, heads, T, d) activations, a few percent of the attention."""
+    if query.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+        return _HF_SDPA(module, query, key, value, attention_mask, **kwargs)
+    if attention_mask is not None and attention_mask.is_floating_point():
+        attention_mask = attention_mask.float()
+    with torch.autocast("cpu", enabled=False):
+        return _HF_SDPA(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
+
+
+_HF_SDPA = ALL_ATTENTION_FUNCTIONS["sdpa"]
+if getattr(_HF_SDPA, "__name__", "") == sdpa_fp32_on_cpu.__name__:  # this module reloaded: keep the original
+    _HF_SDPA = _HF_SDPA.__wrapped__
+sdpa_fp32_on_cpu.__wrapped__ = _HF_SDPA
+AttentionInterface.register("sdpa", sdpa_fp32_on_cpu)  # library-wide: every BERT here runs "sdpa"
 
 
 def enable_tf32(device: torch.device, deterministic: bool = False) -> bool:

@@ -69,8 +69,9 @@ def test_sync_waits_on_the_benched_device(monkeypatch):
 
 def test_cpu_bench_runs_at_smoke_with_peak_override(capsys):
     assert bench.main(["--preset", "smoke", "--corpus", "synthetic", "--steps", "2", "--threads", "1",
-                       "--peak-tflops", "0.5"]) == 0
+                       "--peak-tflops", "0.5", "--precision", "fp32"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["device"] == "cpu" and out["ratio"] > 0 and out["ours_tokens_per_s"] > 0
     assert out["peak_tflops"] == 0.5 and out["peak_source"] == "--peak-tflops" and out["mfu"] > 0
+    assert out["precision"] == "fp32" and list(out["by_precision"]) == ["fp32"]
     assert bench.main(["--preset", "smoke", "--peak-tflops", "-1"]) == 2

@@ -35,6 +35,7 @@ import logging
 import os
 import posixpath
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -278,9 +279,11 @@ def _run_units(todo: list[Unit], dir_uri: str, tok_json: str, vocab_size: int, t
     if engine == "ray":
         import ray
 
-        ds = ray.data.from_items([{"unit": json.dumps(u._asdict())} for u in todo], override_num_blocks=max(len(todo), 1))
-        rows = ds.map(lambda row: {"meta": json.dumps(tokenize_unit(json.loads(row["unit"]), *args))},
-                      num_cpus=1).take_all()
+        with _quiet_ray_data(ray.data.DataContext.get_current()):
+            ds = ray.data.from_items([{"unit": json.dumps(u._asdict())} for u in todo],
+                                     override_num_blocks=max(len(todo), 1))
+            rows = ds.map(lambda row: {"meta": json.dumps(tokenize_unit(json.loads(row["unit"]), *args))},
+                          num_cpus=1).take_all()
         return [json.loads(r["meta"]) for r in rows]
     if workers <= 1 or len(todo) <= 1:
         return [tokenize_unit(u._asdict(), *args) for u in todo]
@@ -291,6 +294,28 @@ def _run_units(todo: list[Unit], dir_uri: str, tok_json: str, vocab_size: int, t
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         return list(pool.map(tokenize_unit, [u._asdict() for u in todo], *[[a] * len(todo) for a in args]))
+
+
+@contextlib.contextmanager
+def _quiet_ray_data(ctx, interactive: bool | None = None):
+    """Ray Data's progress reports off while ``ctx`` (a ``ray.data.DataContext``) runs, unless stdout is a
+    terminal. Where it is not (a log file, a CI job), Ray Data logs a "Running Dataset ... Total Progress ...
+    Active & requested resources" block every 10 s and the execution plan at the start; the preparation's own
+    lines ("preparing ...", "prepared ...") say what happens. On a terminal its progress bars stay."""
+    interactive = sys.stdout.isatty() if interactive is None else interactive
+    if interactive:
+        yield
+        return
+    saved = ctx.enable_progress_bars, ctx.print_on_execution_start
+    ctx.enable_progress_bars, ctx.print_on_execution_start = False, False
+    # and not its "Progress bars disabled. To enable, set ..." warning: they were turned off on purpose
+    said = logging.getLogger("ray.data._internal.progress")
+    level, _ = said.level, said.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        ctx.enable_progress_bars, ctx.print_on_execution_start = saved
+        said.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -419,8 +444,6 @@ def decontamination_line(d: dict | None) -> str:
 
 
 def _ray_running() -> bool:
-    import sys
-
     ray = sys.modules.get("ray")
     return bool(ray is not None and ray.is_initialized())
 
