@@ -121,7 +121,7 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     assert set(runs[runs.phase == "search"].status) <= {"completed", "stopped_early", "failed"}
     assert set(evals.task) == {"sentiment", "ner"} and set(evals.run_id) == set(measure.run_id)
     assert len(preds) > 0 and set(preds.run_id) == set(measure.run_id)
-    assert "full - none" in second.stdout and (tmp_path / "s" / "report" / "contributions.md").exists()
+    assert ",mean,full," in (tmp_path / "s" / "report" / "contributions.csv").read_text()  # the report was written
     _check_tensorboard(tmp_path / "s", set(measure.run_id), set(evals.task))
 
     t0 = time.time()
@@ -137,7 +137,7 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
     again = tmp_path / "fresh" / "s" / "export"
     assert _measured(export) == _measured(again)
-    assert _table(second.stdout) == _table(fresh.stdout) and _table(fresh.stdout)
+    assert _table(tmp_path / "s") == _table(tmp_path / "fresh" / "s")
 
 
 def _measured(export: Path) -> dict:
@@ -151,15 +151,15 @@ def _measured(export: Path) -> dict:
                                                               "lr"])
     preds = pd.read_parquet(export / "predictions.parquet").sort_values(["run_id", "task", "finetune_seed", "mode",
                                                                          "example_id"])
-    return {"runs": runs[keep].round(12).to_dict(),
+    return {"runs": runs[keep].round(12).fillna("").to_dict(),
             "evals": evals[["run_id", "task", "finetune_seed", "mode", "metric", "value", "dev_value"]]
-            .round(12).to_dict("records"),
+            .round(12).fillna("").to_dict("records"),
             "predictions": preds[["run_id", "task", "example_id", "prediction"]].to_dict("records")}
 
 
-def _table(stdout: str) -> list[str]:
-    """The contribution table's rows as printed (lines with an interval)."""
-    return [line for line in stdout.splitlines() if line.startswith("|") and "[" in line]
+def _table(root: Path) -> list[dict]:
+    """The report's table (contributions.csv: every mean and contrast with its interval), as it was written."""
+    return pd.read_csv(root / "report" / "contributions.csv").round(12).fillna("").to_dict("records")
 
 
 def _check_tensorboard(root: Path, measured: set[str], tasks: set[str]) -> None:
