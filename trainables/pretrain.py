@@ -206,16 +206,18 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     start = Position(state.step, state.phase, state.epoch, state.batch)
     active = [get_objective(n) for n in cfg.objective.active]
     if state.step < budget.cap and not budget.spent(state.step, state.tokens_seen, state.flops):
+        # wall-clock time: the waits on the loader, logging and evaluation count too (run.json's tokens/s)
+        last_end = time.perf_counter()
         for pos, batch in Loader(data.steps, start, budget.cap, workers=cfg.data.loader_workers,
                                  pin=dev.type == "cuda", rank=rank, world=world, accum=cfg.optim.grad_accum):
-            t0 = time.perf_counter()
             # the global batch's cost, the same on every rank (host metadata: no sync)
             flops = step_cost("flops", cfg, active, batch.shape, batch.n_tokens, data.sp.vocab_size)
             tokens = batch.n_tokens
             train_step(module, opt, sched, cfg, batch, run.meter, dev, autocast)
-            nxt = data.steps.next(pos)
+            nxt, now = data.steps.next(pos), time.perf_counter()
             state = TrainState(nxt.step, nxt.phase, nxt.epoch, nxt.batch, state.tokens_seen + tokens,
-                               state.wall_time_s + time.perf_counter() - t0, state.flops + flops)
+                               state.wall_time_s + now - last_end, state.flops + flops)
+            last_end = now
             done = budget.spent(state.step, state.tokens_seen, state.flops)
             run.end_of_step(state, tokens, last=done)
             if done:
