@@ -180,6 +180,26 @@ def test_batches_reach_the_device_contiguous_and_pinned(cache, monkeypatch):
     assert all(c and p and nb for step in moved for c, p, nb in step)
 
 
+def test_with_loader_workers_the_dataloader_pins_not_the_training_thread(cache, monkeypatch):
+    """With DataLoader worker processes (gpu-quick, bert-*) batches are pinned by the DataLoader's pin thread
+    (pin_memory=True); pinning each batch after it arrived was a host copy in the training thread per step."""
+    import threading
+
+    pinned_in, built = [], []
+    monkeypatch.setattr(MaskedBatch, "pin_memory", lambda self: pinned_in.append(threading.current_thread()) or self)
+    real = torch.utils.data.DataLoader
+
+    class Spy(real):
+        def __init__(self, *args, **kwargs):
+            built.append(kwargs.get("pin_memory", False))
+            super().__init__(*args, **kwargs)
+    monkeypatch.setattr(torch.utils.data, "DataLoader", Spy)
+    data = build_pretraining_data(_cfg(cache, "optim.batch_size=8"))
+    got = list(Loader(data.steps, Position(0, 0, 0, 0), 3, workers=1, pin=True))
+    assert len(got) == 3 and built == [True]
+    assert threading.main_thread() not in pinned_in
+
+
 def test_a_ranks_rows_get_the_masks_of_the_global_batch(cache):
     data = build_pretraining_data(_cfg(cache, "optim.batch_size=8"))
     p = Position(0, 0, 0, 0)

@@ -462,11 +462,11 @@ class Loader:
     def __iter__(self) -> Iterator[tuple[Position, StepBatch]]:
         positions = list(positions_from(self.data, self.start, self.steps))
         if self.workers > 0:
+            # the DataLoader's own thread pins (StepBatch.pin_memory), so the training thread never copies a batch
             loader = torch.utils.data.DataLoader(_Positions(self.data, positions, self.part), batch_size=None,
-                                                 shuffle=False, num_workers=self.workers,
+                                                 shuffle=False, num_workers=self.workers, pin_memory=self.pin,
                                                  prefetch_factor=self.prefetch, collate_fn=_as_is)
-            for p, b in zip(positions, loader):
-                yield p, (b.pin_memory() if self.pin else b)
+            yield from zip(positions, loader)
             return
         q: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
