@@ -48,6 +48,13 @@ def test_every_sweep_script_requests_gpus_at_the_gpu_presets(script, preset, che
     cli.check_gpus_per_worker(args.gpus_per_trial, args.workers_per_trial)  # the defaults pass their own rule
 
 
+@pytest.mark.parametrize("gpus, workers, expected", [(8, 8, 1.0), (2, 1, 1.0), (0.25, 1, 0.25), (0, 4, None)])
+def test_a_fine_tuning_trial_holds_at_most_one_gpu(gpus, workers, expected):
+    """Fine-tuning is one process on one device, whatever a DDP pretraining trial asked for."""
+    args = argparse.Namespace(gpus_per_trial=gpus, workers_per_trial=workers, cpus_per_trial=4)
+    assert phases.finetune_resources(args).get("GPU") == expected
+
+
 @pytest.mark.parametrize("script", list(SCRIPTS))
 def test_the_cpu_presets_defaults_are_unchanged(script, checkpoint):
     """The default main job's numbers must not move: cpu-small's (and smoke's) defaults as they were."""
