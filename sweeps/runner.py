@@ -33,6 +33,9 @@ def init_ray(args: argparse.Namespace) -> None:
         ray.init(address=args.address, log_to_driver=False)
     else:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level=logging.WARNING)
+    from trainables.data.shards import check_shared_storage
+
+    check_shared_storage(args.storage, ray.nodes())  # a local folder on a multi-node cluster: one line, now
 
 
 MPS_CONTROL = "nvidia-cuda-mps-control"

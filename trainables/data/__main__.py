@@ -81,7 +81,7 @@ def _tasks(args: argparse.Namespace) -> None:
 def _prepare(args: argparse.Namespace) -> None:
     from trainables.config import ConfigError
     from trainables.data import shards
-    from trainables.data.prepare import decontamination_line, prepare_run
+    from trainables.data.prepare import decontamination_line, prepare_run, prepared_root
     from trainables.presets import build_config
 
     overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
@@ -99,6 +99,7 @@ def _prepare(args: argparse.Namespace) -> None:
         import ray
 
         ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+        shards.check_shared_storage(prepared_root(d), ray.nodes())  # a local folder on a multi-node cluster
     start = time.perf_counter()
     uri = prepare_run(cfg, d, engine=args.engine, workers=args.workers)
     fs, base = shards.filesystem(uri)
