@@ -144,8 +144,8 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
     ``model`` is a ``PretrainModel``: its encoder and heads are the checkpoint; an objective with a
     ``save`` hook writes its own modules beside it (ELECTRA's generator). ``record`` adds fields to
     run.json (data fingerprints, corpus size, parameters; ``masked_per_step`` from ``budget.step_counts``).
-    ``tokens_per_step`` is the run's real tokens per step: input formats differ in it (``single`` has one
-    token fewer where a chunk ends its document), so a comparison across formats can state what each saw."""
+    ``tokens_per_step`` is the run's real tokens per step: input formats differ in it (``full_sentences``'
+    separators, ``sentence_pairs``' pairs), so a comparison across formats can state what each saw."""
     model.bert.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     for o in model.objectives:
