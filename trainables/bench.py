@@ -73,6 +73,23 @@ def _dense(m, seq_len: int, pad: int):
     return pad_(m.input_ids, pad), pad_(m.token_type_ids, 0), pad_(m.attention_mask, 0), pad_(labels, IGNORE), m.pair_labels
 
 
+def reference_step(cfg, dev: torch.device, vocab_size: int, pad: int):
+    """(model, step): stock ``BertForPreTraining`` of ``cfg.model`` and one optimizer step of it on a dense
+    batch from ``_dense`` (full-vocabulary logits at every position), in the run's autocast."""
+    ref = build_model(cfg.model, vocab_size, pad, 0).to(dev)
+    opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+
+    def step(dense) -> None:
+        ids, types, att, labels, pair = (t.to(dev, non_blocking=True) for t in dense)
+        with autocast(dev, cfg.run.precision):
+            loss = ref(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
+                       next_sentence_label=pair).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return ref, step
+
+
 def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, peak_tflops: float | None = None) -> dict:
     """The step benchmark's result (one JSON-able dict); ``peak_tflops`` overrides the table's peak."""
     cfg = build_config(preset, "full", overrides)
@@ -92,18 +109,11 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     def ours_step(b, i):
         train_step(ours, ours_opt, ours_sched, cfg, b, meter, dev, ctx)
 
-    ref = build_model(cfg.model, V, sp.pad, 0).to(dev)
-    ref_opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    ref, ref_fn = reference_step(cfg, dev, V, sp.pad)
     dense = [tuple(t.pin_memory() if pin else t for t in _dense(m.batch, cfg.data.seq_len, sp.pad)) for m in batches]
 
     def ref_step(b, i):
-        ids, types, att, labels, pair = (t.to(dev, non_blocking=True) for t in dense[i])
-        with ctx():
-            loss = ref(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
-                       next_sentence_label=pair).loss
-        loss.backward()
-        ref_opt.step()
-        ref_opt.zero_grad(set_to_none=True)
+        ref_fn(dense[i])
 
     ours_runs, ref_runs = [], []
     for _ in range(rounds):  # alternate so that machine noise hits both sides alike
