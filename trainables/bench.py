@@ -34,6 +34,7 @@ from trainables.data.batches import Position, positions_from
 from trainables.data.samples import IGNORE
 from trainables.hardware import peak_bf16_tflops
 from trainables.flops import StepShape, step_flops
+from trainables.gpu_check.record import finite
 from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
 from trainables.presets import build_config
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if result.get("mfu_note"):
         print(result["mfu_note"], file=sys.stderr)
-    print(json.dumps(result))
+    print(json.dumps(finite(result), allow_nan=False))  # valid JSON: a loop rate not measured is null, not NaN
     return 0
 
 
