@@ -3,7 +3,8 @@
 Every variant of a pretraining seed reads the same chunks (A and B spans of the corpus); a format only
 lays them out (``trainables.data.batches.layout``):
 
-    single      [CLS] A B+ [SEP]         B+: B and the document's next token, in the middle [SEP]'s place
+    single      [CLS] A B+ [SEP]         B+: B and the document's next token (a [SEP] filler at its end),
+                                         in the middle [SEP]'s place
     nsp_pairs   [CLS] A [SEP] B' [SEP]   B' (NSP's random segment half the time) has B's length
     sop_pairs   [CLS] A [SEP] B [SEP]    A and B swapped half the time
     full_sentences  the step's chunks packed across document boundaries, a [SEP] between them (RoBERTa)
@@ -11,10 +12,10 @@ lays them out (``trainables.data.batches.layout``):
                     itself only, positions from 0 (RoBERTa's SENTENCE-PAIR): short inputs by definition
 
 So the masked positions of each row are the same in every one-chunk-per-row format, and so are the real
-tokens but where a chunk ends its document (``single`` has no next token there: one token fewer); every
-format reaches the last position of the sequence. What remains (single's next tokens, the chunks at a
-document's end) is stated from the recorded tokens per step: it is part of the input-format effect
-(``mlm_pairs - mlm_only``), not of a contrast within one format.
+tokens (where a chunk ends its document ``single`` has no next token: an attended [SEP] fills its place);
+every format reaches the last position of the sequence. What remains (single's next tokens) is stated from
+the recorded tokens per step: it is part of the input-format effect (``mlm_pairs - mlm_only``), not of a
+contrast within one format.
 
     lines = input_format_section(export.runs)   # Markdown lines; [] when fewer than two formats ran
 """
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 LAYOUTS = {
-    "single": "[CLS] A B+ [SEP], B+ being B and the document's next token",
+    "single": "[CLS] A B+ [SEP], B+ being B and the document's next token (a [SEP] where the chunk ends its document)",
     "nsp_pairs": "[CLS] A [SEP] B [SEP], B replaced half the time by a random segment of B's length",
     "sop_pairs": "[CLS] A [SEP] B [SEP], A and B swapped half the time",
     "full_sentences": "the step's chunks (A B) in batch order with a [SEP] between consecutive ones, cut into full "
@@ -81,10 +82,10 @@ def format_sentence(fmt: str, rows: pd.DataFrame, lengths: list[int]) -> str:
                 "positions per row as every other format on the same chunks.")
     last = " and ".join(str(n - 1) for n in lengths) or "seq_len - 1"
     return (f"Input format single ({variants}): {LAYOUTS[fmt]} ({seen}): as many real tokens per row as the "
-            "pair formats on the same chunks except for chunks that end their document (one fewer), the same "
-            f"masked positions per row, and its full rows reach the last position ({last}); the next tokens and "
-            "the missing middle [SEP] are part of the input-format effect (mlm_pairs - mlm_only), not of any "
-            "contrast between variants of one format.")
+            "pair formats on the same chunks (a chunk that ends its document has an attended [SEP] in place of "
+            f"the next token), the same masked positions per row, and its full rows reach the last position "
+            f"({last}); the next tokens and the missing middle [SEP] are part of the input-format effect "
+            "(mlm_pairs - mlm_only), not of any contrast between variants of one format.")
 
 
 def input_format_notes(runs: pd.DataFrame) -> list[str]:

@@ -6,11 +6,13 @@ cluster/local-autoscaling.yaml, yields its address, and tears every process it s
 a fresh cluster:
 
     python cluster/local.py run -- python sweeps/objective_weights.py --preset smoke \
-        --address {address} --storage /tmp/bert-objectives-local --name smoke
+        --address {address} --storage file:///tmp/bert-objectives-local --name smoke
 
 `{address}` in the command is replaced with the head's GCS address (also exported as
 RAY_ADDRESS). The head advertises 0 CPUs, so work only runs once the autoscaler has started
-worker nodes; they stop again after the config's idle timeout.
+worker nodes; they stop again after the config's idle timeout. The storage is a ``file://`` URI: a plain
+folder is refused on a cluster whose head has no CPUs (on a real one it is one machine's disk), and every
+node of this one is this machine.
 
 Why not `ray.cluster_utils.AutoscalingCluster`: the Ray 2.60 wheel does not ship the
 `fake_multi_node/example.yaml` it reads, and its start/shutdown run `ray stop --force`, which

@@ -62,6 +62,9 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--hardware", default="this", help="for --plan and the report's plan: this (time a few steps "
                                                       "here) or h200 | h100 | a100 | l4 | a10g")
     p.add_argument("--mfu", type=float, default=0.3, help="model FLOPs utilisation the plan assumes on an accelerator")
+    p.add_argument("--calibration", help="for --plan: the GPU check's JSON (python -m trainables.gpu_check): its "
+                                         "measured step floor, overlap, load time, start-up and MFU replace the "
+                                         "plan's assumed ones")
     p.add_argument("--mps", action="store_true", help="with fractional --gpus-per-trial: start the CUDA MPS control "
                                                       "daemon on this node, so the trials sharing a GPU overlap")
     return p

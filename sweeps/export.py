@@ -51,7 +51,7 @@ def run_row(result, phase: str) -> dict[str, Any]:
         "input_format": o.input_format, "pretrain_seed": cfg.run.seed, "data_order": cfg.data.data_order,
         "data_seed": data_seed(cfg), "status": status, "stop_reason": reason,
         "steps": steps, "tokens_seen": int(m.get("tokens_seen", 0) or 0),
-        # what each input format saw per step (trainables.budget.step_counts): single has a token fewer per row
+        # what each input format saw per step (trainables.budget.step_counts): full_sentences' separators, ...
         "tokens_per_step": int(m.get("tokens_seen", 0) or 0) / steps if steps else nan,
         "masked_per_step": float(_run_record(checkpoint).get("masked_per_step", nan)),
         "epochs": float(m.get("epoch", nan)), "budget": cfg.optim.budget, "train_flops": float(m.get("train_flops", nan)),

@@ -27,6 +27,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from trainables.hardware import PLANNER_PEAK_BF16_TFLOPS as PEAK_BF16_TFLOPS  # one table with the bench
 # Measured on cpu-small (2 cores, the main job's log): a trial's start-up, final evaluation and checkpoint; a
@@ -88,14 +89,45 @@ class Plan:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """The planner's fixed costs as the GPU check measured them (``python -m trainables.gpu_check``, its
+    calibrate part), in place of the assumed ones (None: as assumed). ``overlap``: how many trials' worth of
+    steps the trials sharing one GPU deliver together (the plan otherwise assumes all of them)."""
+
+    kernel_launch_s: float | None = None
+    finetune_load_s: float | None = None
+    pretrain_overhead_s: float | None = None
+    overlap: float | None = None
+    mfu: float | None = None
+    source: str = ""
+
+    @classmethod
+    def from_check(cls, path: str) -> "Calibration":
+        """From the check's JSON (runs/gpu_check/gpu_check.json) or its calibrate part's result file."""
+        from trainables.config import ConfigError
+
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--calibration {path}: not readable as JSON ({e})") from None
+        part = (data.get("parts", {}).get("calibrate") or {}).get("result") or data
+        measured = (part.get("planner") or {}).get("measured")
+        if not measured:
+            raise ConfigError(f"--calibration {path}: no measured planner constants in it; allowed: the JSON of "
+                              "`python -m trainables.gpu_check` with its calibrate part, or that part's result")
+        keys = ("kernel_launch_s", "finetune_load_s", "pretrain_overhead_s", "overlap", "mfu")
+        return cls(**{k: measured.get(k) for k in keys}, source=str(path))
+
+
 def step_kernels(model) -> int:
     """CUDA kernels one eager training step of ``model`` launches (forward, backward, optimizer): assumed."""
     return KERNELS_FIXED + KERNELS_PER_LAYER * model.num_layers
 
 
-def step_floor_s(model) -> float:
+def step_floor_s(model, cal: Calibration = Calibration()) -> float:
     """The least time one training step of ``model`` takes on an accelerator: its kernel launches."""
-    return step_kernels(model) * KERNEL_LAUNCH_S
+    return step_kernels(model) * (cal.kernel_launch_s or KERNEL_LAUNCH_S)
 
 
 def _finetune_steps(cfg, tasks: list[str]) -> tuple[float, float]:
@@ -207,16 +239,17 @@ def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
 
 def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[object, int]], tasks: list[str],
            rate: float, parallel: int, notes: str = "", probes: tuple[list[str], float] = ((), 0.0),
-           accelerator: bool = False) -> PhasePlan:
+           accelerator: bool = False, cal: Calibration = Calibration()) -> PhasePlan:
     """``probes``: the probe tasks and the expected probed evaluations per run (search trials).
-    ``accelerator``: a step takes at least ``step_floor_s`` (a rate measured here already includes it)."""
+    ``accelerator``: a step takes at least ``step_floor_s`` (a rate measured here already includes it).
+    ``cal``: the GPU check's measured constants, where given."""
     tokens = flops = seconds = 0.0
     probe_tasks, evals = probes
     for cfg, fraction in runs:
         t, f = _pretrain_cost(cfg)
         tokens, flops = tokens + fraction * t, flops + fraction * f
         steps = fraction * (0 if cfg.objective.variant == "none" else cfg.optim.max_steps)
-        seconds += max(f * fraction / rate, steps * step_floor_s(cfg.model) if accelerator else 0.0)
+        seconds += max(f * fraction / rate, steps * step_floor_s(cfg.model, cal) if accelerator else 0.0)
         if probe_tasks and evals:
             t, f = _probe_cost(cfg, probe_tasks)
             tokens, flops = tokens + evals * t, flops + evals * f
@@ -225,12 +258,15 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
         t, f = _finetune_cost(cfg, tasks)
         tokens, flops = tokens + n * t, flops + n * f
         steps, batches = _finetune_steps(cfg, tasks)
-        floor = (steps + EVAL_KERNEL_SHARE * batches) * step_floor_s(cfg.model) if accelerator else 0.0
-        seconds += n * (max(f / (rate * FINETUNE_RATE_FACTOR), floor) + finetune_loads(cfg, tasks) * FINETUNE_LOAD_S)
+        floor = (steps + EVAL_KERNEL_SHARE * batches) * step_floor_s(cfg.model, cal) if accelerator else 0.0
+        load = cal.finetune_load_s or FINETUNE_LOAD_S
+        seconds += n * (max(f / (rate * FINETUNE_RATE_FACTOR), floor) + finetune_loads(cfg, tasks) * load)
     trials = len(runs) + len(finetunes)
     at_once = max(1, min(parallel, trials))
-    overhead = len(runs) * TRIAL_OVERHEAD_S["pretrain"] + len(finetunes) * TRIAL_OVERHEAD_S["finetune"]
-    return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / at_once, at_once, notes)
+    overhead = len(runs) * (cal.pretrain_overhead_s or TRIAL_OVERHEAD_S["pretrain"]) + \
+        len(finetunes) * TRIAL_OVERHEAD_S["finetune"]
+    together = min(at_once, cal.overlap) if cal.overlap and at_once > 1 else at_once  # measured: less than all
+    return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / together, at_once, notes)
 
 
 def finetune_loads(cfg, tasks: list[str]) -> int:
@@ -238,18 +274,21 @@ def finetune_loads(cfg, tasks: list[str]) -> int:
     return len(tasks) * len(cfg.finetune.rates)
 
 
-def plan_assumptions(args, cfg, accelerator: bool) -> list[str]:
+def plan_assumptions(args, cfg, accelerator: bool, cal: Calibration = Calibration()) -> list[str]:
     """What the plan's wall time rests on, printed under its table."""
-    lines = []
+    lines = [f"measured by the GPU check ({cal.source}): " + ", ".join(
+        f"{k} {v:.3g}" for k, v in asdict(cal).items() if isinstance(v, float))] if cal.source else []
     if accelerator:
         share = args.gpus_per_trial or 1.0
-        lines.append(f"{args.mfu:.0%} MFU on {args.hardware} x {share:g} GPU per trial; "
+        lines.append(f"{cal.mfu or args.mfu:.0%} MFU on {args.hardware} x {share:g} GPU per trial; "
                      f"{concurrency(args)} trial(s) at once" + (", their kernels overlapping (CUDA MPS, --mps)"
                                                                   if 0 < share < 1 else ""))
-        lines.append(f"a step takes at least {step_kernels(cfg.model)} kernel launches x {KERNEL_LAUNCH_S * 1e6:g} us "
-                     f"= {step_floor_s(cfg.model) * 1e3:.1f} ms (eager PyTorch; sweeps.plan.step_floor_s)")
-    lines.append(f"start-up {TRIAL_OVERHEAD_S['pretrain']:g} s per pretraining and {TRIAL_OVERHEAD_S['finetune']:g} s "
-                 f"per fine-tuning trial, {FINETUNE_LOAD_S:g} s per model built for a (task, rate), "
+        lines.append(f"a step takes at least {step_kernels(cfg.model)} kernel launches x "
+                     f"{(cal.kernel_launch_s or KERNEL_LAUNCH_S) * 1e6:.3g} us = {step_floor_s(cfg.model, cal) * 1e3:.1f} "
+                     "ms (eager PyTorch; sweeps.plan.step_floor_s)")
+    lines.append(f"start-up {cal.pretrain_overhead_s or TRIAL_OVERHEAD_S['pretrain']:.3g} s per pretraining and "
+                 f"{TRIAL_OVERHEAD_S['finetune']:g} s per fine-tuning trial, {cal.finetune_load_s or FINETUNE_LOAD_S:.3g} "
+                 "s per model built for a (task, rate), "
                  f"{EVAL_OVERHEAD_S:g} s per search evaluation; data preparation not planned")
     return lines
 
@@ -271,11 +310,13 @@ def concurrency(args) -> int:
 def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, object] | None, tasks: list[str],
                args, cfg) -> Plan:
     """The phases a sweep runs: the search (ASHA's expected share of the budget per trial), the
-    measurement grid (variants x seeds) and its fine-tuning (x fine-tuning seeds on ``tasks``)."""
-    rate, how = hardware_rate(args.hardware, args.mfu, cfg, args.gpus_per_trial, args.cpus_per_trial)
+    measurement grid (variants x seeds) and its fine-tuning (x fine-tuning seeds on ``tasks``); with
+    ``--calibration FILE``, the GPU check's measured constants in place of the assumed ones."""
+    cal = Calibration.from_check(args.calibration) if getattr(args, "calibration", None) else Calibration()
+    rate, how = hardware_rate(args.hardware, cal.mfu or args.mfu, cfg, args.gpus_per_trial, args.cpus_per_trial)
     check_corpus_epochs(cfg)
     accelerator = args.hardware != "this"
-    plan = Plan(args.hardware, rate, how, assumptions=plan_assumptions(args, cfg, accelerator))
+    plan = Plan(args.hardware, rate, how, assumptions=plan_assumptions(args, cfg, accelerator, cal))
     parallel = concurrency(args)
     if searched and searched[0]:
         trials, scfg, *rest = searched
@@ -284,17 +325,17 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
         probe_tasks = list(rest[0]) if rest else []
         plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], tasks, rate, parallel,
                                   f"ASHA: {frac:.0%} of the budget per trial expected",
-                                  probes=(probe_tasks, frac * rungs), accelerator=accelerator))
+                                  probes=(probe_tasks, frac * rungs), accelerator=accelerator, cal=cal))
     runs = [(vcfg, 1.0) for _, vcfg, seeds in measured for _ in range(seeds)]
     plan.phases.append(_phase("measure", runs, [], tasks, rate, parallel,
                               f"{len(measured)} variants x seeds; none trains 0 steps"
                               + ("; best_mix counted (an upper bound)" if any(n == "best_mix" for n, *_ in measured) else ""),
-                              accelerator=accelerator))
+                              accelerator=accelerator, cal=cal))
     if args.finetune_seeds:
         fts = [(vcfg, 1) for vcfg, _ in runs for _ in range(args.finetune_seeds)]
         plan.phases.append(_phase("finetune", [], fts, tasks, rate, parallel,
                                   f"{len(tasks)} tasks x {len(cfg.finetune.rates)} rate(s) per trial",
-                                  accelerator=accelerator))
+                                  accelerator=accelerator, cal=cal))
     return plan
 
 

@@ -21,6 +21,7 @@ from ray import tune
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
 from trainables.config import ConfigError
+from trainables.hardware import MPS_CONTROL, mps_running
 
 
 def init_ray(args: argparse.Namespace) -> None:
@@ -35,14 +36,9 @@ def init_ray(args: argparse.Namespace) -> None:
         ray.init(address=args.address, log_to_driver=False)
     else:
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level=logging.WARNING)
+    from trainables.data.shards import check_shared_storage
 
-
-MPS_CONTROL = "nvidia-cuda-mps-control"
-
-
-def mps_running() -> bool:
-    """The MPS control daemon listens on ``$CUDA_MPS_PIPE_DIRECTORY/control`` (default /tmp/nvidia-mps)."""
-    return os.path.exists(os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "control"))
+    check_shared_storage(args.storage, ray.nodes())  # a local folder on a multi-node cluster: one line, now
 
 
 def mps_advice(args: argparse.Namespace, cfg=None, out=None, which=shutil.which, run=subprocess.run) -> str | None:

@@ -201,23 +201,33 @@ def test_fine_tuning_and_probe_run_under_the_runs_autocast(tiny_checkpoint, monk
     assert set(entered) == {("cpu", "bf16")}
 
 
-@pytest.fixture
-def tf32_flags():
-    """The two fp32-precision settings, reset to "none" here and restored after the test (by hand:
-    monkeypatch cannot undo these proxy attributes)."""
-    settings = (torch.backends.cuda.matmul, torch.backends.cudnn.conv)
-    before = [s.fp32_precision for s in settings]
-    for s in settings:
-        s.fp32_precision = "none"
-    yield lambda: tuple(s.fp32_precision for s in settings)
-    for s, value in zip(settings, before):
-        s.fp32_precision = value
+TF32_PROBE = """
+import json, sys, torch
+from trainables.runtime import enable_tf32
+on = enable_tf32(torch.device(sys.argv[1]), deterministic=sys.argv[2] == "1")
+# what torch.compile's inductor reads when it autotunes, and the legacy flags: they raised after the
+# per-backend fp32_precision alone ("a mix of the legacy and new APIs")
+print(json.dumps([on, torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+                  torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.fp32_precision]))
+"""
 
 
-def test_tf32_on_cuda_only_and_never_for_a_deterministic_run(tf32_flags):
-    assert enable_tf32(torch.device("cpu")) is False and tf32_flags() == ("none", "none")
-    assert enable_tf32(torch.device("cuda")) is True and tf32_flags() == ("tf32", "tf32")
-    assert enable_tf32(torch.device("cuda:0"), deterministic=True) is False and tf32_flags() == ("ieee", "ieee")
+@pytest.mark.parametrize("device, deterministic, expected", [
+    ("cpu", False, [False, "highest", False, True, "none"]),  # torch's defaults: nothing changed off CUDA
+    ("cuda", False, [True, "high", True, True, "tf32"]),
+    ("cuda:0", True, [False, "highest", False, False, "ieee"]),
+])
+def test_tf32_on_cuda_only_and_torch_can_read_its_flags_back(device, deterministic, expected):
+    """TF32 flags are process-wide, so each case runs in a fresh interpreter (setting a CUDA device's
+    flags needs no GPU)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", TF32_PROBE, device, "1" if deterministic else "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == expected
 
 
 def test_fine_tuning_and_probe_enable_tf32_for_their_device(tiny_checkpoint, monkeypatch):

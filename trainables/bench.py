@@ -47,6 +47,7 @@ from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
 from trainables.presets import build_config
 from trainables.pretrain import pretrain_model, build_optimizer, build_pretraining_data, resolve_device, train_step
+from trainables.gpu_check.record import finite
 from trainables.runtime import Precision, autocast, cpu_bf16_flag, resolve_precision
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,24 @@ def _dense(m, seq_len: int, pad: int):
     return pad_(m.input_ids, pad), pad_(m.token_type_ids, 0), pad_(m.attention_mask, 0), pad_(labels, IGNORE), m.pair_labels
 
 
+def reference_step(cfg, dev: torch.device, vocab_size: int, pad: int, precision: str | None = None):
+    """(model, step): stock ``BertForPreTraining`` of ``cfg.model`` and one optimizer step of it on a dense
+    batch from ``_dense`` (full-vocabulary logits at every position), in the autocast of ``precision``
+    (default: the run's)."""
+    ref = build_model(cfg.model, vocab_size, pad, 0).to(dev)
+    opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+
+    def step(dense) -> None:
+        ids, types, att, labels, pair = (t.to(dev, non_blocking=True) for t in dense)
+        with autocast(dev, precision or cfg.run.precision):
+            loss = ref(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
+                       next_sentence_label=pair).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return ref, step
+
+
 class Sides(NamedTuple):
     """Both sides of the step bench at one precision: ours (``pretrain.train_step``) and stock's step."""
 
@@ -102,19 +121,12 @@ def build_sides(cfg, data, batches, dev, precision: str) -> Sides:
     def ours_step(b, i):
         train_step(ours, ours_opt, ours_sched, cfg, b, meter, dev, ctx)
 
-    ref = build_model(cfg.model, V, sp.pad, 0).to(dev)
-    ref_opt = torch.optim.AdamW(ref.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    ref, ref_fn = reference_step(cfg, dev, V, sp.pad, precision)
     pin = dev.type == "cuda"
     dense = [tuple(t.pin_memory() if pin else t for t in _dense(m.batch, cfg.data.seq_len, sp.pad)) for m in batches]
 
     def ref_step(b, i):
-        ids, types, att, labels, pair = (t.to(dev, non_blocking=True) for t in dense[i])
-        with ctx():
-            loss = ref(input_ids=ids, token_type_ids=types, attention_mask=att, labels=labels,
-                       next_sentence_label=pair).loss
-        loss.backward()
-        ref_opt.step()
-        ref_opt.zero_grad(set_to_none=True)
+        ref_fn(dense[i])
 
     return Sides(resolve_precision(dev, precision), ours_step, ref_step)
 
@@ -302,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if result.get("mfu_note"):
         print(result["mfu_note"], file=sys.stderr)
-    print(json.dumps(result))
+    print(json.dumps(finite(result), allow_nan=False))  # valid JSON: a rate not measured is null, not NaN
     return 0
 
 

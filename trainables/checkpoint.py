@@ -65,20 +65,42 @@ def code_version() -> str:
     return f"{pkg}+{sha}{'.dirty' if dirty else ''}" if sha else pkg
 
 
+def device_rng_state(device: torch.device | None) -> torch.Tensor | None:
+    """The generator state of the one GPU this process trains on (None off CUDA). Only that one: a Ray Train
+    worker sees every GPU of its node, and ``get_rng_state_all`` saved them all, so a resume on a node with
+    fewer GPUs (a preempted spot node's trial moved elsewhere) failed in ``set_rng_state_all`` (IndexError)."""
+    if device is None or device.type != "cuda":
+        return None
+    return torch.cuda.get_rng_state(device)
+
+
+def restore_device_rng(saved, device: torch.device | None) -> None:
+    """Put ``device_rng_state``'s state back into ``device``; a list (``get_rng_state_all``, written before)
+    gives the entry of this device's index when it has one."""
+    if saved is None or device is None or device.type != "cuda" or not torch.cuda.is_available():
+        return
+    if isinstance(saved, (list, tuple)):
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index >= len(saved):
+            return
+        saved = saved[index]
+    torch.cuda.set_rng_state(saved, device)
+
+
 def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, tokenizer=None,
-                      rng_states: list | None = None) -> Path:
+                      rng_states: list | None = None, device: torch.device | None = None) -> Path:
     """Weights, optimizer, schedule, RNG and data position, written atomically to ``out_dir/resume``.
 
     ``model`` is a ``PretrainModel``: the encoder and its heads are saved in HF format, so that with
     the tokenizer beside them the directory is also a loadable checkpoint (the sweeps probe it to rank
     trials while they train); the objectives' own modules go into trainer_state.pt. ``rng_states``: every
-    rank's (CPU, CUDA) generator states under DDP (default: this process's)."""
+    rank's (CPU, its own GPU's) generator states under DDP (default: this process's, ``device`` its GPU)."""
     final, tmp = out_dir / "resume", out_dir / f"resume.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.bert.save_pretrained(str(tmp))
     if tokenizer is not None:
         tokenizer.save_pretrained(str(tmp))
-    rngs = rng_states or [(torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)]
+    rngs = rng_states or [(torch.get_rng_state(), device_rng_state(device))]
     torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state._asdict(),
                 "extras": model.extras.state_dict(),
                 "torch_rng": rngs[0][0], "cuda_rng": rngs[0][1], "rank_rngs": rngs},
@@ -88,11 +110,13 @@ def save_resume_state(out_dir: Path, model, opt, sched, state: TrainState, token
     return final
 
 
-def load_resume_state(out_dir: Path, model, opt, sched, rank: int = 0, world: int = 1) -> TrainState | None:
+def load_resume_state(out_dir: Path, model, opt, sched, rank: int = 0, world: int = 1,
+                      device: torch.device | None = None) -> TrainState | None:
     """Restore what ``save_resume_state`` wrote into ``model``, ``opt`` and ``sched``; None if nothing.
 
     Loaded to the CPU first (a checkpoint written on cuda:0 must not land on this rank's cuda:0); the
-    optimizer moves its state to its parameters' device. Each rank gets its own generator states back;
+    optimizer moves its state to its parameters' device. Each rank gets its own generator states back (the
+    CPU's, and ``device``'s where it trains on a GPU);
     resumed on another number of workers, ranks without a saved state are reseeded from rank and step."""
     path = out_dir / "resume" / "trainer_state.pt"
     if not path.exists():
@@ -108,8 +132,7 @@ def load_resume_state(out_dir: Path, model, opt, sched, rank: int = 0, world: in
     if len(rngs) == world:
         cpu_rng, cuda_rng = rngs[rank]
         torch.set_rng_state(cpu_rng)
-        if cuda_rng is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(cuda_rng)
+        restore_device_rng(cuda_rng, device)
     else:
         torch.manual_seed(hash((int(blob["state"]["step"]), rank, len(rngs))) & 0x7FFFFFFF)
     return state
@@ -121,8 +144,8 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
     ``model`` is a ``PretrainModel``: its encoder and heads are the checkpoint; an objective with a
     ``save`` hook writes its own modules beside it (ELECTRA's generator). ``record`` adds fields to
     run.json (data fingerprints, corpus size, parameters; ``masked_per_step`` from ``budget.step_counts``).
-    ``tokens_per_step`` is the run's real tokens per step: input formats differ in it (``single`` has one
-    token fewer where a chunk ends its document), so a comparison across formats can state what each saw."""
+    ``tokens_per_step`` is the run's real tokens per step: input formats differ in it (``full_sentences``'
+    separators, ``sentence_pairs``' pairs), so a comparison across formats can state what each saw."""
     model.bert.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     for o in model.objectives:

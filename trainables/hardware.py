@@ -1,5 +1,6 @@
 """Peak dense bf16 tensor rates of GPUs, keyed on the exact name CUDA reports: the one table the bench's MFU
-and the sweep planner's ``--hardware`` use.
+and the sweep planner's ``--hardware`` use; and the CUDA MPS control daemon (``mps_running``, ``start_mps``,
+``stop_mps``), which the sweeps and the GPU check start where trials share a GPU.
 
     from trainables.hardware import peak_bf16_tflops, PLANNER_PEAK_BF16_TFLOPS
     peak_bf16_tflops(torch.cuda.get_device_name(dev))    # 989.0 on "NVIDIA H200"; None when unknown
@@ -13,6 +14,10 @@ structured-sparsity number first; dense is half of it), which is what a BERT ste
 """
 
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
 
 # Dense bf16 tensor TFLOPS (sparse figure / 2), from NVIDIA's datasheets unless noted.
 PEAK_BF16_TFLOPS: dict[str, float] = {
@@ -61,3 +66,37 @@ def peak_bf16_tflops(device_name: str) -> float | None:
     """Dense bf16 peak of the device called exactly ``device_name`` (``torch.cuda.get_device_name``), or
     None when it is not in the table (then pass the peak yourself: ``--peak-tflops``)."""
     return _BY_NORMALISED.get(normalise(device_name))
+
+
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def mps_pipe_dir(env: dict | None = None) -> str:
+    """Where the MPS control daemon listens: ``$CUDA_MPS_PIPE_DIRECTORY``, by default /tmp/nvidia-mps."""
+    return (env if env is not None else os.environ).get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
+
+
+def mps_running(env: dict | None = None) -> bool:
+    """The MPS control daemon listens on ``<pipe dir>/control``."""
+    return os.path.exists(os.path.join(mps_pipe_dir(env), "control"))
+
+
+def start_mps(env: dict | None = None) -> str:
+    """Start the control daemon (``nvidia-cuda-mps-control -d``) for processes started with ``env``; the
+    one line that says what happened. Raises RuntimeError where the tool is missing or refuses to start."""
+    path = shutil.which(MPS_CONTROL)
+    if path is None:
+        raise RuntimeError(f"{MPS_CONTROL} is not on PATH here (it comes with the NVIDIA driver's utilities)")
+    if mps_running(env):
+        return f"CUDA MPS already running ({mps_pipe_dir(env)})"
+    done = subprocess.run([path, "-d"], env=env, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"{MPS_CONTROL} -d exited {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
+    return f"started the CUDA MPS control daemon ({mps_pipe_dir(env)}); stop it with: echo quit | {MPS_CONTROL}"
+
+
+def stop_mps(env: dict | None = None) -> None:
+    """``echo quit | nvidia-cuda-mps-control``: the daemon and its server exit once their clients have."""
+    path = shutil.which(MPS_CONTROL)
+    if path is not None and mps_running(env):
+        subprocess.run([path], input="quit\n", env=env, capture_output=True, text=True, timeout=30)

@@ -23,6 +23,8 @@ from trainables.data.batches import layout, to_masked
 from trainables.data.masking import MaskedBatch
 from trainables.data.samples import Samples
 from trainables.data.shards import PreparedCorpus
+from trainables.forward import forward_pretraining
+from trainables.readback import to_host
 from trainables.schema import COLLAPSE_CLS_COSINE, COLLAPSE_TOKEN_COSINE
 
 EVAL_SEED = 99  # the held-out chunks, pairs and masks: the same for every seed and variant
@@ -68,17 +70,20 @@ def mean_pairwise_cosine(x: torch.Tensor) -> float:
 
 @torch.no_grad()
 def collapse_diagnostics(bert, sets: EvalSets, device: torch.device, max_vectors: int = 1024) -> dict[str, float]:
+    """Token and [CLS] cosines. Which positions are regular tokens is read from the host batches, so the
+    vectors are gathered on the device with host indices (no data-dependent shape) and read back once."""
     tokens, cls = [], []
     for batch in sets.plain["single"]:
-        batch = batch.to(device)
-        hidden = bert.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                           token_type_ids=batch.token_type_ids).last_hidden_state  # (B, T, H)
-        regular = (batch.attention_mask > 0) & (batch.input_ids >= sets.first_regular)
-        tokens.append(hidden[regular].cpu())
-        cls.append(hidden[:, 0].cpu())
-    tok = torch.cat(tokens)
+        regular = (batch.attention_mask > 0) & (batch.input_ids >= sets.first_regular)  # host
+        at = torch.nonzero(regular.reshape(-1)).squeeze(1)  # host indices into (B * T)
+        # the prepared attention mask: a 2D one made transformers ask the device whether it is all ones
+        hidden = forward_pretraining(bert, batch.to(device), need_mlm=False, need_pair=False).hidden  # (B, T, H)
+        tokens.append(hidden.reshape(-1, hidden.shape[-1]).index_select(0, at.to(device, non_blocking=True)))
+        cls.append(hidden[:, 0])
+    host = to_host(tokens + cls)  # one transfer
+    tok, cls_ = torch.from_numpy(np.concatenate(host[:len(tokens)])), torch.from_numpy(np.concatenate(host[len(tokens):]))
     tok = tok[torch.randperm(len(tok), generator=torch.Generator().manual_seed(0))[:max_vectors]]
-    token_cos, cls_cos = mean_pairwise_cosine(tok), mean_pairwise_cosine(torch.cat(cls)[:max_vectors])
+    token_cos, cls_cos = mean_pairwise_cosine(tok), mean_pairwise_cosine(cls_[:max_vectors])
     return {"token_cosine": token_cos, "cls_cosine": cls_cos,
             "collapsed": float(token_cos > COLLAPSE_TOKEN_COSINE or cls_cos > COLLAPSE_CLS_COSINE)}
 

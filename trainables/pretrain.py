@@ -37,8 +37,8 @@ from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
 from trainables.budget import Budget, plan_budget, step_cost, step_counts
-from trainables.checkpoint import (RunResult, TrainState, finished_result, load_resume_state, save_resume_state,
-                                   write_checkpoint)
+from trainables.checkpoint import (RunResult, TrainState, device_rng_state, finished_result, load_resume_state,
+                                   save_resume_state, write_checkpoint)
 from trainables.config import ConfigError, ExperimentConfig, RunConfig, data_seed, objective_for_variant
 from trainables.data.batches import Loader, Position, SpecialIds, StepBatch, StepData, continuation_table, special_ids
 from trainables.data.prepare import open_prepared
@@ -191,7 +191,8 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     # Dropout and ELECTRA's samples draw from torch's generator: one stream per rank (rank 0's is the one-worker
     # run's), saved and restored per rank on resume. Masks are counter-based data and do not use it.
     torch.manual_seed(cfg.run.seed + rank)
-    state = (load_resume_state(out, model, opt, sched, rank=rank, world=world) if resume else None) or TrainState()
+    resumed = load_resume_state(out, model, opt, sched, rank=rank, world=world, device=dev) if resume else None
+    state = resumed or TrainState()
     if state.step:
         log.info("resuming %s at step %d", out, state.step)
     run = _Run(cfg, out, model, opt, sched, data, _tensorboard(out, cfg, rank, tensorboard_dir),
@@ -206,16 +207,18 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     start = Position(state.step, state.phase, state.epoch, state.batch)
     active = [get_objective(n) for n in cfg.objective.active]
     if state.step < budget.cap and not budget.spent(state.step, state.tokens_seen, state.flops):
+        # wall-clock time: the waits on the loader, logging and evaluation count too (run.json's tokens/s)
+        last_end = time.perf_counter()
         for pos, batch in Loader(data.steps, start, budget.cap, workers=cfg.data.loader_workers,
                                  pin=dev.type == "cuda", rank=rank, world=world, accum=cfg.optim.grad_accum):
-            t0 = time.perf_counter()
             # the global batch's cost, the same on every rank (host metadata: no sync)
             flops = step_cost("flops", cfg, active, batch.shape, batch.n_tokens, data.sp.vocab_size)
             tokens = batch.n_tokens
             train_step(module, opt, sched, cfg, batch, run.meter, dev, autocast)
-            nxt = data.steps.next(pos)
+            nxt, now = data.steps.next(pos), time.perf_counter()
             state = TrainState(nxt.step, nxt.phase, nxt.epoch, nxt.batch, state.tokens_seen + tokens,
-                               state.wall_time_s + time.perf_counter() - t0, state.flops + flops)
+                               state.wall_time_s + now - last_end, state.flops + flops)
+            last_end = now
             done = budget.spent(state.step, state.tokens_seen, state.flops)
             run.end_of_step(state, tokens, last=done)
             if done:
@@ -318,7 +321,7 @@ class _Run:
                            wall_time_s=state.wall_time_s, **intrinsic)
         ckpt = None
         if todo.checkpoint:
-            rngs = _rng_states(self.world)  # a collective: every rank checkpoints at the same step
+            rngs = _rng_states(self.world, self.device)  # a collective: every rank checkpoints at the same step
             if self.rank == 0:
                 ckpt = str(save_resume_state(self.out, self.model, self.opt, self.sched, state, self.data.tokenizer,
                                              rng_states=rngs))
@@ -326,9 +329,9 @@ class _Run:
             self.report(metrics, ckpt)
 
 
-def _rng_states(world: int) -> list:
-    """Every rank's torch generator states (CPU, and CUDA where used), gathered for rank 0's checkpoint."""
-    mine = (torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+def _rng_states(world: int, device: torch.device) -> list:
+    """Every rank's torch generator states (CPU, and its own GPU's), gathered for rank 0's checkpoint."""
+    mine = (torch.get_rng_state(), device_rng_state(device))
     if world == 1:
         return [mine]
     states = [None] * world

@@ -191,12 +191,13 @@ def enable_tf32(device: torch.device, deterministic: bool = False) -> bool:
     whether TF32 is on.
 
     ``deterministic`` (a run that asks for bit-reproducible results, e.g. a ``run.deterministic``
-    option) keeps full fp32 ("ieee") instead. Uses the ``fp32_precision`` settings, which replace the
-    older ``allow_tf32`` flags and ``set_float32_matmul_precision`` (deprecated after torch 2.9; once
-    these are set, reading ``torch.backends.cuda.matmul.allow_tf32`` raises: use only this API)."""
+    option) keeps full fp32 ("highest") instead. Set through ``torch.set_float32_matmul_precision`` and
+    ``cudnn.allow_tf32``, the API that ``torch.compile``'s inductor reads back
+    (``torch.get_float32_matmul_precision()`` when it autotunes): setting only the newer per-backend
+    ``fp32_precision`` leaves torch in a "mix of the legacy and new APIs" state in which that getter and
+    ``torch.backends.cuda.matmul.allow_tf32`` raise (torch 2.10-2.13), so a compiled run failed."""
     if device.type != "cuda":
         return False
-    mode = "ieee" if deterministic else "tf32"
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode
+    torch.set_float32_matmul_precision("highest" if deterministic else "high")
+    torch.backends.cudnn.allow_tf32 = not deterministic
     return not deterministic

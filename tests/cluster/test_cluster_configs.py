@@ -198,3 +198,57 @@ def test_iam_documents_grant_no_wildcard_storage_access(path):
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         if any(a.startswith("s3:") for a in actions):
             assert statement["Resource"] != "*" and "BUCKET" in statement["Resource"]
+
+
+def _gpu_types(config: dict) -> dict:
+    return {k: v for k, v in config["available_node_types"].items() if v["resources"].get("GPU", 0)}
+
+
+@pytest.mark.parametrize("path", CLOUD, ids=lambda p: p.name)
+def test_gpu_nodes_boot_one_pinned_image_with_a_current_driver(path):
+    """Without an image Ray's AWS default was an Ubuntu 18.04 Deep Learning AMI, and GCP's common-cu124 family
+    cannot run the cu128 wheel: one pinned image (an AMI id; a dated GCP image, not a family) for every GPU
+    node type, whose name states an NVIDIA driver branch >= 570 where the cloud names it."""
+    config = _load(path)
+    if config["provider"]["type"] == "aws":
+        images = {t["node_config"].get("ImageId") for t in config["available_node_types"].values()}
+        assert len(images) == 1 and re.fullmatch(r"ami-[0-9a-f]{17}", images.pop())
+        assert "Nvidia Driver GPU AMI (Ubuntu 22.04) 2026" in path.read_text()  # what the id is, said beside it
+    else:
+        images = {d["initializeParams"]["sourceImage"] for t in _gpu_types(config).values()
+                  for d in t["node_config"]["disks"]}
+        (image,) = images
+        assert "/family/" not in image and int(re.search(r"nvidia-(\d+)", image).group(1)) >= 570
+        assert re.search(r"-v20\d{6}$", image)
+
+
+@pytest.mark.parametrize("path", CLOUD, ids=lambda p: p.name)
+def test_a_gpu_node_that_cannot_run_cuda_fails_its_setup(path):
+    """Every GPU node's setup ends with the CUDA gate; run here (a CPU-only torch) it exits non-zero with one
+    line, so such a node fails setup instead of joining the cluster and failing every trial sent to it."""
+    import subprocess
+    import sys
+
+    config = _load(path)
+    lists = [config["worker_setup_commands"]] + [t["worker_setup_commands"] for t in _gpu_types(config).values()
+                                                 if "worker_setup_commands" in t]
+    for commands in lists:
+        gate = next(c for c in commands if "trainables.gpu_check --usable" in c)
+        assert commands.index(gate) > next(i for i, c in enumerate(commands) if "/home/ray/bert-objectives" in c)
+    run = subprocess.run([sys.executable, "-m", "trainables.gpu_check", "--usable"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and len(run.stdout.strip().splitlines()) == 1 and "CUDA is not usable" in run.stdout
+
+
+@pytest.mark.parametrize("path", CLOUD, ids=lambda p: p.name)
+def test_mps_starts_on_the_gpu_nodes_where_trials_share_a_gpu(path):
+    """One-GPU nodes run the fractional-GPU presets (bert-mini 0.5, gpu-quick 0.25): their setup is the common
+    worker setup plus the MPS daemon; the 8-GPU nodes (bert-base, whole GPUs over NCCL) keep the common one."""
+    config = _load(path)
+    for name, node in _gpu_types(config).items():
+        if node["resources"]["GPU"] == 1:
+            own = node["worker_setup_commands"]
+            assert own[:-1] == config["worker_setup_commands"] and "nvidia-cuda-mps-control -d" in own[-1], name
+        else:
+            assert "worker_setup_commands" not in node, name
+    assert not any("mps" in c for c in config["worker_setup_commands"] + config["worker_start_ray_commands"])

@@ -183,7 +183,7 @@ def test_smoke_sweep_survives_a_stopped_worker_node(tmp_path):
     with local.local_autoscaling_cluster(env=TEST_ENV) as cluster:
         started = time.time()
         command = [sys.executable, str(SWEEP), "--preset", "smoke",
-                   "--address", cluster.address, "--storage", str(storage), "--name", name,
+                   "--address", cluster.address, "--storage", f"file://{storage}", "--name", name,
                    "--cpus-per-trial", "1", "--gpus-per-trial", "0", "--max-concurrent", "2",
                    "--num-samples", "2", "--seeds", "1", "--tasks", "sentiment,pos",
                    "--set", "optim.max_steps=400", "--set", "run.eval_every=40"]

@@ -2,7 +2,10 @@
 
 The hashes below were computed at commit 3ddcbdb (before RoBERTa's formats were added), single's and the
 evaluation sets' again when single began to hold each chunk's next token (issue 21, item 4: every format
-trains the last position; nsp_pairs and sop_pairs kept their hashes through that change): every tensor of
+trains the last position; nsp_pairs and sop_pairs kept their hashes through that change), and single's (its
+batches and its evaluation set) once more when single's rows that end their document got an attended filler
+(issue 29: every single row as long as its pair rows). The evaluation sets are hashed per format since then;
+nsp_pairs' and sop_pairs' were computed on the commit before that change and held through it: every tensor of
 the first steps' masked global batches (phase 1 and BERT's phase 2), one rank's share under 2 workers
 with accumulation, the step's cost (real tokens, shape), the planned budgets and per-step counts, and
 the held-out evaluation sets, on the synthetic corpus with a fixed-order vocabulary. A change that moves any number of the main job or the known-answer run
@@ -26,9 +29,11 @@ from trainables.pretrain import build_pretraining_data
 FORMAT_VARIANTS = {"nsp_pairs": "full", "single": "mlm_only", "sop_pairs": "mlm_sop"}
 EXPECTED = {
     "nsp_pairs": "f7de29aab2d1dfc5",
-    "single": "7e28b640656f5fa2",
+    "single": "9caeb138f1eeee08",
     "sop_pairs": "99c56c0496786e81",
-    "eval": "c1e87aaf4f53658d",
+    "eval_nsp_pairs": "0d520fe52d9cb7dd",
+    "eval_single": "e907ef395203be2c",
+    "eval_sop_pairs": "3203163762fd1020",
 }
 
 
@@ -81,15 +86,14 @@ def format_digest(cache, fmt: str) -> str:
     return h.hexdigest()[:16]
 
 
-def eval_digest(cache) -> str:
+def eval_digest(cache, fmt: str) -> str:
     data = build_pretraining_data(_cfg(cache, "full"))
     sets = build_eval_sets(data.corpus, data.sp, seq_len=32, batch_size=8, n_batches=2, eval_mask_ratio=0.15)
     h = hashlib.sha256()
     for kind in (sets.masked, sets.plain):
-        for fmt in ("single", "nsp_pairs", "sop_pairs"):
-            for b in kind[fmt]:
-                for t in b[:6]:
-                    h.update(np.ascontiguousarray(t.numpy()).tobytes())
+        for b in kind[fmt]:
+            for t in b[:6]:
+                h.update(np.ascontiguousarray(t.numpy()).tobytes())
     return h.hexdigest()[:16]
 
 
@@ -103,8 +107,9 @@ def test_the_original_formats_batches_are_unchanged(cache, fmt):
     assert format_digest(cache, fmt) == EXPECTED[fmt]
 
 
-def test_the_evaluation_sets_are_unchanged(cache):
-    assert eval_digest(cache) == EXPECTED["eval"]
+@pytest.mark.parametrize("fmt", list(FORMAT_VARIANTS))
+def test_the_evaluation_sets_are_unchanged(cache, fmt):
+    assert eval_digest(cache, fmt) == EXPECTED[f"eval_{fmt}"]
 
 
 if __name__ == "__main__":
@@ -113,5 +118,6 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         for f in FORMAT_VARIANTS:
             print(f, format_digest(tmp, f))
-        print("eval", eval_digest(tmp))
+        for f in FORMAT_VARIANTS:
+            print(f"eval_{f}", eval_digest(tmp, f))
     sys.exit(0)

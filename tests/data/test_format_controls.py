@@ -2,8 +2,9 @@
 
 The rule (``trainables.data.batches``), per step of B chunks with C content tokens: sop_pairs and
 full_sentences hold exactly the same (document, offset) multiset of content tokens, single those and each
-chunk's next token in its document (E chunks have one); nsp_pairs the same A tokens and as many B (or B')
-tokens; real tokens per step are C + 3B (the pairs), C + 2B + E (single) and C + (B - 1) + 2B
+chunk's next token in its document (a chunk that ends its document gets an attended, never-masked filler
+instead); nsp_pairs the same A tokens and as many B (or B') tokens; real tokens per step are C + 3B (the
+pairs and single, whose rows are as long as the pair rows of the same chunks) and C + (B - 1) + 2B
 (full_sentences: a [SEP] between consecutive chunks); the one-chunk-per-row formats mask the same number
 of positions in every row; every format puts a real token at the last position. Checked step by step,
 through the corpus offset of every laid-out position (``layout_sources``), itself checked against the ids.
@@ -109,14 +110,37 @@ def test_every_format_reads_the_same_chunks_and_content_at_every_step(walks):
 
 
 def test_each_format_adds_exactly_its_specials_per_step(walks):
-    corpus = walks["single"][0].corpus
     for fmt, (_, rows) in walks.items():
         for p, idx, chunks, *_, step, _, pairs in rows:
             B, C = len(idx), int(((chunks["a1"] - chunks["a0"]) + (chunks["b1"] - chunks["b0"])).sum())
-            want = {"single": C + 2 * B + int(next_token(corpus, chunks).sum()), "full_sentences": C + (B - 1) + 2 * B}
+            want = {"full_sentences": C + (B - 1) + 2 * B}  # single: C + 3B as the pairs (its filler counts)
             if fmt == "sentence_pairs":  # [CLS] s [SEP] s' [SEP] per pair, [CLS] s [SEP] for an odd last piece
                 want[fmt] = C + sum(3 * int((r["nsp"] != IGNORE).sum()) + 2 * int((r["nsp"] == IGNORE).sum()) for r in pairs)
             assert step.n_tokens == want.get(fmt, C + 3 * B), (fmt, p)
+
+
+def test_single_fills_a_document_end_with_an_attended_separator_never_masked(walks):
+    """Where a chunk ends its document there is no next token for B+: an attended [SEP] takes its place, so the
+    row is as long as its pair rows; it is a special token, so masking never picks it."""
+    data, rows = walks["single"]
+    ends = 0
+    for p, idx, chunks, laid, src, step, *_ in rows:
+        n = laid.attention_mask.sum(1)
+        for i in np.flatnonzero(next_token(data.corpus, chunks) == 0):
+            ends += 1
+            assert list(laid.input_ids[i, n[i] - 2:n[i]]) == [data.sp.sep] * 2 and src[i, n[i] - 2] == -1, (p, i)
+            labels, positions = step.batch.mlm_labels[i], step.batch.mlm_positions[i]
+            assert int(n[i] - 2) not in positions[labels != IGNORE].tolist(), (p, i)
+    assert ends > 0
+
+
+def test_single_is_unpadded_exactly_where_the_pair_formats_are(walks):
+    """Every single row is as long as its nsp_pairs row, so single's batches take the unpadded (fused attention)
+    path on the same steps as nsp_pairs': a chunk that ended its document used to leave its row one token short,
+    and most single batches were padded (3 of 30 unpadded at batch 128 against nsp_pairs' 25)."""
+    unpadded = {f: [bool(r[5].batch.unpadded) for r in walks[f][1]] for f in ("single", "nsp_pairs", "sop_pairs")}
+    assert sum(unpadded["nsp_pairs"]) > 0
+    assert unpadded["single"] == unpadded["nsp_pairs"] == unpadded["sop_pairs"]
 
 
 def test_every_format_trains_the_last_position(walks):
@@ -132,8 +156,9 @@ def test_every_format_trains_the_last_position(walks):
 
     for phase in (0, 1):
         pairs = full_rows("nsp_pairs", phase)
-        for fmt in set(walks) - {"sentence_pairs"}:  # single: all but the full chunks that end their document
+        for fmt in set(walks) - {"sentence_pairs"}:
             assert full_rows(fmt, phase) >= 0.75 * pairs > 0, (fmt, phase)
+        assert full_rows("single", phase) == pairs  # a full chunk that ends its document too: the filler
 
 
 def test_the_one_chunk_per_row_formats_mask_as_many_positions_in_every_row(walks):

@@ -48,6 +48,13 @@ def test_every_sweep_script_requests_gpus_at_the_gpu_presets(script, preset, che
     cli.check_gpus_per_worker(args.gpus_per_trial, args.workers_per_trial)  # the defaults pass their own rule
 
 
+@pytest.mark.parametrize("gpus, workers, expected", [(8, 8, 1.0), (2, 1, 1.0), (0.25, 1, 0.25), (0, 4, None)])
+def test_a_fine_tuning_trial_holds_at_most_one_gpu(gpus, workers, expected):
+    """Fine-tuning is one process on one device, whatever a DDP pretraining trial asked for."""
+    args = argparse.Namespace(gpus_per_trial=gpus, workers_per_trial=workers, cpus_per_trial=4)
+    assert phases.finetune_resources(args).get("GPU") == expected
+
+
 @pytest.mark.parametrize("script", list(SCRIPTS))
 def test_the_cpu_presets_defaults_are_unchanged(script, checkpoint):
     """The default main job's numbers must not move: cpu-small's (and smoke's) defaults as they were."""
@@ -175,3 +182,47 @@ def test_no_mps_advice_for_whole_gpus_or_where_mps_is_absent():
     assert runner.mps_advice(_mps_args(0.25), which=lambda n: None) is None
     with pytest.raises(ConfigError, match="--mps but nvidia-cuda-mps-control is not on PATH"):
         runner.mps_advice(_mps_args(0.25, mps=True), which=lambda n: None)
+
+
+def _node(cpus: float, head: bool = False) -> dict:
+    return {"Alive": True, "Resources": {"CPU": cpus, **({"node:__internal_head__": 1.0} if head else {})}}
+
+
+@pytest.mark.parametrize("nodes, refused", [
+    ([_node(8, head=True)], None),  # one machine: its disk is every node's
+    ([_node(0, head=True)], "head has no CPUs"),  # the cluster configs' head: trials run elsewhere
+    ([_node(4, head=True), _node(8)], "has 2 nodes"),
+    ([_node(4, head=True), {**_node(8), "Alive": False}], None),  # a dead node does not count
+])
+def test_local_storage_is_refused_where_other_machines_do_the_work(nodes, refused, tmp_path):
+    from trainables.data.shards import check_shared_storage
+    from trainables.data.text import CorpusError
+
+    for uri in ("s3://bucket/x", "gs://bucket/x", f"file://{tmp_path}"):
+        check_shared_storage(uri, nodes)  # the user's word that every node reaches it
+    if refused is None:
+        check_shared_storage(str(tmp_path), nodes)
+        return
+    with pytest.raises(CorpusError) as e:
+        check_shared_storage(str(tmp_path), nodes)
+    message = str(e.value)
+    assert refused in message and "--storage s3://BUCKET/PATH|gs://BUCKET/PATH" in message and "\n" not in message
+
+
+def test_a_sweep_on_a_cluster_refuses_local_storage_before_preparing_anything(tmp_path, monkeypatch, capsys):
+    """On the cluster configs' shape (a head without CPUs and GPU workers) the sweep stops after connecting,
+    with one line, instead of preparing shards on a worker's disk that the driver then cannot read."""
+    import ray
+
+    from sweeps import frame
+
+    monkeypatch.setattr(ray, "init", lambda *a, **k: None)
+    monkeypatch.setattr(ray, "nodes", lambda: [_node(0, head=True), _node(8)])
+
+    def prepared(*a, **k):
+        raise AssertionError("the data was prepared on a cluster with local storage")
+    monkeypatch.setattr(frame, "prepare_data", prepared)
+    rc = objective_weights.main(["--preset", "smoke", "--address", "auto", "--storage", str(tmp_path),
+                                 "--name", "n", "--hardware", "h200"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "has 2 nodes" in err[0] and "s3://" in err[0]

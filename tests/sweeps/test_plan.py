@@ -214,3 +214,24 @@ def test_the_plan_prints_what_its_wall_time_assumes(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "assumes: 20% MFU on h200 x 0.25 GPU per trial" in out and "CUDA MPS" in out
     assert "600 kernel launches x 7.5 us = 4.5 ms" in out and "per model built" in out
+
+
+def test_the_gpu_checks_measured_constants_replan_the_quarter_hour(monkeypatch, tmp_path, capsys):
+    """``--calibration`` reads the planner's constants as the GPU check measured them (its JSON): twice the
+    assumed launch time doubles the launch-bound measure phase, 4 trials delivering only 2 trials' worth of
+    steps double it again; the measured values are stated under the plan. Unmeasured ones stay assumed."""
+    import json
+
+    _no_fixed_costs(monkeypatch)
+    base, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200", "--mfu", "1.0")  # launch-bound steps
+    measured = {"kernel_launch_s": 2 * plan.KERNEL_LAUNCH_S, "overlap": 2.0, "finetune_load_s": None, "mfu": 1.0}
+    check = tmp_path / "gpu_check.json"
+    check.write_text(json.dumps({"parts": {"calibrate": {"result": {"planner": {"measured": measured}}}}}))
+    calibrated, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--calibration", str(check))
+    before, after = ({x.name: x for x in q.phases}["measure"] for q in (base, calibrated))
+    assert before.parallel == 4 and after.wall_s == pytest.approx(before.wall_s * 2 * 4 / 2)
+    assert any("measured by the GPU check" in a and "overlap 2" in a for a in calibrated.assumptions)
+    (tmp_path / "empty.json").write_text("{}")
+    assert objective_weights.main(["--preset", "gpu-quick", "--plan", "--hardware", "h200", "--calibration",
+                                   str(tmp_path / "empty.json"), "--storage", str(tmp_path)]) == 2
+    assert "no measured planner constants" in capsys.readouterr().err

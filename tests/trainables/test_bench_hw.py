@@ -75,3 +75,15 @@ def test_cpu_bench_runs_at_smoke_with_peak_override(capsys):
     assert out["peak_tflops"] == 0.5 and out["peak_source"] == "--peak-tflops" and out["mfu"] > 0
     assert out["precision"] == "fp32" and list(out["by_precision"]) == ["fp32"]
     assert bench.main(["--preset", "smoke", "--peak-tflops", "-1"]) == 2
+
+
+def test_the_bench_prints_valid_json_when_a_figure_was_not_measured(capsys, monkeypatch):
+    """A rate it could not measure (the loop's, with one logged window) is NaN inside; the printed line is
+    JSON that a strict reader takes (null), not Python's NaN."""
+    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: {"ratio": 2.0, "loop_tokens_per_s": float("nan")})
+    assert bench.main(["--preset", "smoke"]) == 0
+
+    def refuse(name):
+        raise ValueError(name)
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1], parse_constant=refuse)
+    assert line == {"ratio": 2.0, "loop_tokens_per_s": None}

@@ -1,4 +1,5 @@
 """DDP on 2 gloo processes: what would hang, diverge or waste communication on the first multi-GPU run.
+The ranks run in ``trainables.gpu_check.ddp``'s harness, the one the GPU check runs on CUDA tensors.
 
 * at a token budget every rank counts the global batch, so all stop at the same step (each counting its
   own rows x world, ranks stopped apart and the next collective waited for the 30-minute timeout);
@@ -8,19 +9,15 @@
 * what a step moves to the device is contiguous and comes from pinned memory (a spy on the copy).
 """
 
-import datetime
-import json
-
 import numpy as np
 import pytest
 import torch
 
 from trainables.data.batches import Loader, Position
 from trainables.data.masking import MaskedBatch
+from trainables.gpu_check.ddp import run_two
 from trainables.presets import build_config
 from trainables.pretrain import build_pretraining_data
-
-TIMEOUT_S = 60  # a rank waiting on a collective the other never joins fails the test instead of hanging
 
 
 def _cfg(tmp, *extra, variant="full"):
@@ -28,71 +25,9 @@ def _cfg(tmp, *extra, variant="full"):
                                           f"data.cache_dir={tmp}", "run.tensorboard=false", *extra])
 
 
-def _worker(rank: int, world: int, init: str, cfg_json: str, out: str, mode: str):
-    import torch.distributed as dist
-
-    import trainables.pretrain as pretrain
-    from trainables.config import from_dict
-
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
-    torch.set_num_threads(1)
-    cfg = from_dict(json.loads(cfg_json))
-    record: dict = {"allreduce_per_step": [], "dropout": []}
-    if mode == "nan" and rank == 1:
-        real_loss, calls = pretrain.total_loss, [0]
-
-        def nan_at_second_step(out_, mb, *args):  # log_every=2: the second step is a log step
-            loss, parts = real_loss(out_, mb, *args)
-            calls[0] += 1
-            return (loss * float("nan"), parts) if calls[0] == 2 else (loss, parts)
-        pretrain.total_loss = nan_at_second_step
-    if mode == "no_sync":
-        real_module, hook_calls = pretrain._training_module, [0]
-
-        def counted(model, cfg_, world_):
-            module = real_module(model, cfg_, world_)
-
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-            def hook(state, bucket):
-                hook_calls[0] += 1
-                return default_hooks.allreduce_hook(None, bucket)
-            module.register_comm_hook(None, hook)
-            return module
-        pretrain._training_module = counted
-        real_step = pretrain.train_step
-
-        def step(*args):
-            before = hook_calls[0]
-            real_step(*args)
-            record["allreduce_per_step"].append(hook_calls[0] - before)
-        pretrain.train_step = step
-    if mode == "dropout":
-        real_step = pretrain.train_step
-
-        def step(*args):
-            if not record["dropout"]:
-                record["dropout"] = torch.rand(16).tolist()  # torch's generator as the first step finds it
-            real_step(*args)
-        pretrain.train_step = step
-    try:
-        result = pretrain.run_pretraining(cfg, f"{out}/rank{rank}", device="cpu")
-        record.update(steps=result.steps, tokens=result.tokens_seen, flops=result.train_flops)
-    except pretrain.NonFiniteLossError as e:
-        record["nan"] = str(e)
-    with open(f"{out}/rank{rank}.json", "w") as f:
-        json.dump(record, f)
-    dist.destroy_process_group()
-
-
 def _run_two(tmp_path, cfg, mode=""):
-    build_pretraining_data(cfg)  # prepared once, before the workers start
-    out = tmp_path / (mode or "run")
-    out.mkdir()
-    torch.multiprocessing.spawn(_worker, args=(2, f"file://{out}/rendezvous", cfg.to_json(), str(out), mode),
-                                nprocs=2, join=True)
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    """The GPU check's DDP harness (trainables.gpu_check.ddp), here on the CPU."""
+    return run_two(cfg, tmp_path / (mode or "run"), mode, "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +113,26 @@ def test_batches_reach_the_device_contiguous_and_pinned(cache, monkeypatch):
             pretrain.train_step(model, opt, sched, cfg, batch, {}, torch.device("cpu"), nullcontext)
     assert len(moved) == 2 * 3 * 2
     assert all(c and p and nb for step in moved for c, p, nb in step)
+
+
+def test_with_loader_workers_the_dataloader_pins_not_the_training_thread(cache, monkeypatch):
+    """With DataLoader worker processes (gpu-quick, bert-*) batches are pinned by the DataLoader's pin thread
+    (pin_memory=True); pinning each batch after it arrived was a host copy in the training thread per step."""
+    import threading
+
+    pinned_in, built = [], []
+    monkeypatch.setattr(MaskedBatch, "pin_memory", lambda self: pinned_in.append(threading.current_thread()) or self)
+    real = torch.utils.data.DataLoader
+
+    class Spy(real):
+        def __init__(self, *args, **kwargs):
+            built.append(kwargs.get("pin_memory", False))
+            super().__init__(*args, **kwargs)
+    monkeypatch.setattr(torch.utils.data, "DataLoader", Spy)
+    data = build_pretraining_data(_cfg(cache, "optim.batch_size=8"))
+    got = list(Loader(data.steps, Position(0, 0, 0, 0), 3, workers=1, pin=True))
+    assert len(got) == 3 and built == [True]
+    assert threading.main_thread() not in pinned_in
 
 
 def test_a_ranks_rows_get_the_masks_of_the_global_batch(cache):

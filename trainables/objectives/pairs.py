@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from trainables.data.samples import IGNORE
 from trainables.forward import forward_pretraining
 from trainables.objectives.base import Objective, Variant
+from trainables.readback import to_host
 
 
 def pair_loss(out, batch, options=None):
@@ -25,13 +26,14 @@ def pair_loss(out, batch, options=None):
 def _accuracy(fmt: str, name: str):
     @torch.no_grad()
     def metric(model, sets, device) -> dict[str, float]:
-        right, total = 0, 0
+        """The pair head's accuracy; the hits stay on the device, read back once (``to_host``)."""
+        hits, total = [], 0
         for batch in sets.plain[fmt]:
+            total += int((batch.pair_labels != IGNORE).sum())  # the host copy: no device read
             batch = batch.to(device)
             logits = forward_pretraining(model.bert, batch, need_mlm=False).pair_logits
-            keep = batch.pair_labels != IGNORE
-            right += int((logits.argmax(-1)[keep] == batch.pair_labels[keep]).sum())
-            total += int(keep.sum())
+            hits.append(((logits.argmax(-1) == batch.pair_labels) & (batch.pair_labels != IGNORE)).sum().float())
+        right = float(to_host([torch.stack(hits).sum()])[0]) if hits else 0.0
         return {name: right / max(total, 1)}
     return metric
 

@@ -30,6 +30,7 @@ from trainables.data.masking import hash_uniform
 from trainables.data.samples import IGNORE
 from trainables.forward import forward_pretraining, key_padding_mask
 from trainables.objectives.base import Objective, Variant
+from trainables.readback import to_host
 
 OPTIONS = {"generator_fraction": 0.25, "generator_weight": 1.0, "discriminator_weight": 50.0}
 
@@ -139,12 +140,13 @@ def _save(module: RTDModules, bert, tokenizer, out_dir, options):
 
 @torch.no_grad()
 def rtd_metrics(model, sets, device) -> dict[str, float]:
-    """Detection accuracy and AUC of the discriminator head on held-out text with a fixed corruption."""
+    """Detection accuracy and AUC of the discriminator head on held-out text with a fixed corruption; the
+    logits are read back once, after the last batch (``to_host``)."""
     if "rtd" not in model.extras:
         return {"rtd_acc": math.nan, "rtd_auc": math.nan}
     from sklearn.metrics import roc_auc_score
 
-    probs, labels = [], []
+    logits, real, labels = [], [], []
     for b, (plain, masked) in enumerate(zip(sets.plain["single"], sets.masked["single"])):
         ids = plain.input_ids.numpy()
         keep = masked.mlm_labels.numpy() != IGNORE
@@ -158,11 +160,11 @@ def rtd_metrics(model, sets, device) -> dict[str, float]:
         fake = corrupted != ids
         batch = plain._replace(input_ids=torch.from_numpy(corrupted)).to(device)
         out = forward_pretraining(model.bert, batch, need_mlm=False, need_pair=False)
-        logits = model.extras["rtd"].head(out.hidden).squeeze(-1).float().cpu().numpy()
-        real = plain.attention_mask.numpy() > 0
-        probs.append(1 / (1 + np.exp(-logits[real])))
-        labels.append(fake[real])
-    p, y = np.concatenate(probs), np.concatenate(labels)
+        logits.append(model.extras["rtd"].head(out.hidden).squeeze(-1))  # (B, T), read back with the others
+        real.append(plain.attention_mask.numpy() > 0)
+        labels.append(fake)
+    p = np.concatenate([1 / (1 + np.exp(-x[r])) for x, r in zip(to_host(logits), real)])  # one transfer
+    y = np.concatenate([f[r] for f, r in zip(labels, real)])
     auc = float(roc_auc_score(y, p)) if 0 < y.sum() < len(y) else math.nan
     return {"rtd_acc": float(((p > 0.5) == y).mean()), "rtd_auc": auc}
 

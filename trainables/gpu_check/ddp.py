@@ -1,0 +1,126 @@
+"""Two DDP ranks of ``run_pretraining`` in gloo processes: the harness of the GPU check's DDP part and of
+tests/trainables/test_ddp.py (the CPU, the same code).
+
+On the lent machine's one GPU both ranks share ``cuda:0`` with gloo carrying CUDA tensors (NCCL refuses two
+ranks on one device): not NCCL's speed, but the same collectives at the same points of the loop, so what
+would hang or diverge on a multi-GPU run shows here:
+
+* under gradient accumulation only the last micro-batch all-reduces the gradients (``no_sync``): the
+  buckets all-reduced per step are the same at ``optim.grad_accum`` 1 and 2;
+* a NaN first seen on one rank at a log step stops both ranks there (the logged losses are all-reduced);
+* at a token budget both ranks count the global batch, so they stop at the same step, with the
+  one-worker run's steps and tokens.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import torch
+
+TIMEOUT_S = 60  # a rank waiting on a collective the other never joins fails instead of hanging
+
+
+def _instrument(pretrain, mode: str, rank: int, record: dict) -> None:
+    """This rank's instruments (the rank's own process): a NaN injected, bucket all-reduces counted, the
+    dropout generator read."""
+    hooks = [0]
+    if mode == "nan" and rank == 1:
+        real_loss, calls = pretrain.total_loss, [0]
+
+        def nan_at_second_step(out_, mb, *args):  # log_every=2: the second step is a log step
+            loss, parts = real_loss(out_, mb, *args)
+            calls[0] += 1
+            return (loss * float("nan"), parts) if calls[0] == 2 else (loss, parts)
+        pretrain.total_loss = nan_at_second_step
+    if mode == "no_sync":
+        real_module = pretrain._training_module
+
+        def counted(model, cfg_, world_):
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            module = real_module(model, cfg_, world_)
+
+            def hook(state, bucket):
+                hooks[0] += 1
+                return default_hooks.allreduce_hook(None, bucket)
+            module.register_comm_hook(None, hook)
+            return module
+        pretrain._training_module = counted
+    if mode in ("no_sync", "dropout"):
+        real_step = pretrain.train_step
+
+        def step(*args):
+            if mode == "dropout" and not record["dropout"]:
+                record["dropout"] = torch.rand(16).tolist()  # torch's generator as the first step finds it
+            before = hooks[0]
+            real_step(*args)
+            if mode == "no_sync":
+                record["allreduce_per_step"].append(hooks[0] - before)
+        pretrain.train_step = step
+
+
+def worker(rank: int, world: int, init: str, cfg_json: str, out: str, mode: str, device: str) -> None:
+    """One rank: ``run_pretraining`` on ``device`` under a gloo group; its record in ``out/rank{rank}.json``."""
+    import torch.distributed as dist
+
+    import trainables.pretrain as pretrain
+    from trainables.config import from_dict
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    torch.set_num_threads(1)
+    record: dict = {"allreduce_per_step": [], "dropout": [], "device": device}
+    _instrument(pretrain, mode, rank, record)
+    try:
+        result = pretrain.run_pretraining(from_dict(json.loads(cfg_json)), f"{out}/rank{rank}", device=device)
+        record.update(steps=result.steps, tokens=result.tokens_seen, flops=result.train_flops)
+    except pretrain.NonFiniteLossError as e:
+        record["nan"] = str(e)
+    Path(out, f"rank{rank}.json").write_text(json.dumps(record))
+    dist.destroy_process_group()
+
+
+def run_two(cfg, out: Path, mode: str = "", device: str = "cpu") -> list[dict]:
+    """Both ranks' records of ``cfg`` (prepared here first, before the ranks start)."""
+    from trainables.pretrain import build_pretraining_data
+
+    build_pretraining_data(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.multiprocessing.spawn(worker, args=(2, f"file://{out}/rendezvous", cfg.to_json(), str(out), mode, device),
+                                nprocs=2, join=True)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def ddp_config(cache: Path, *extra: str):
+    from trainables.presets import build_config
+
+    return build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
+                                          "data.decontaminate=none", f"data.cache_dir={cache}", "run.tensorboard=false",
+                                          *extra])
+
+
+def run(part) -> None:
+    from trainables.pretrain import run_pretraining
+
+    dev, cache = ("cuda:0" if part.device == "cuda" else "cpu"), part.work / "cache"
+    per_step = {}
+    for accum in (1, 2):
+        cfg = ddp_config(cache, "optim.max_steps=3", "optim.batch_size=8", f"optim.grad_accum={accum}")
+        per_step[accum] = run_two(cfg, part.work / f"no_sync{accum}", "no_sync", dev)[0]["allreduce_per_step"]
+    part.record(allreduce_per_step=per_step)
+    part.check("no_sync_all_reduces_once_per_step", len(per_step[1]) == 3 and per_step[1][0] > 0 and
+               per_step[2] == per_step[1], per_step)
+    r0, r1 = run_two(ddp_config(cache, "optim.max_steps=8", "run.log_every=2"), part.work / "nan", "nan", dev)
+    part.record(nan=[r0.get("nan"), r1.get("nan")])
+    part.check("a_nan_on_one_rank_stops_both", all("by step 2" in (r.get("nan") or "") for r in (r0, r1)))
+    args = ("optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
+    r0, r1 = run_two(ddp_config(cache, *args), part.work / "budget", "", dev)
+    one = run_pretraining(ddp_config(cache, *args[:3]), part.work / "one", device=dev)
+    part.record(token_budget={"rank0": [r0["steps"], r0["tokens"]], "rank1": [r1["steps"], r1["tokens"]],
+                              "one_worker": [one.steps, one.tokens_seen]})
+    part.check("a_token_budget_stops_both_at_one_step", (r0["steps"], r0["tokens"]) == (r1["steps"], r1["tokens"]) ==
+               (one.steps, one.tokens_seen))
+    part.record(summary={"passed": all(part.result["checks"].values()), "device": dev, "backend": "gloo"})
