@@ -269,7 +269,8 @@ def _mfu(ours_flops_per_s: float, ref_flops_per_s: float, dev: torch.device, pea
            "reference_tflops": round(ref_flops_per_s / 1e12, 4), "peak_tflops": peak and round(peak, 4),
            "peak_source": source, "mfu": None, "reference_mfu": None}
     if peak:
-        out.update(mfu=round(ours_flops_per_s / 1e12 / peak, 3), reference_mfu=round(ref_flops_per_s / 1e12 / peak, 3))
+        out.update(mfu=float(f"{ours_flops_per_s / 1e12 / peak:.3g}"),  # significant digits: a smoke model's is ~1e-4
+                   reference_mfu=float(f"{ref_flops_per_s / 1e12 / peak:.3g}"))
     else:
         out["mfu_note"] = (f"MFU unknown: {name!r} is not in trainables.hardware's peak table; "
                            "pass --peak-tflops X (its dense bf16 peak)")
