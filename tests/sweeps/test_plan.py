@@ -62,6 +62,27 @@ def test_pretraining_flops_per_token_match_six_times_the_parameters():
     assert flops / tokens == pytest.approx(expected, rel=0.15)
 
 
+def test_bert_phase_two_is_planned_at_its_own_length():
+    """BERT's last 10% of steps at 512 (optim.phase2_steps): the plan counts them at 512, so its tokens are what
+    the run trains (presets.run_tokens) and its FLOPs those of the two phases, each at its own length."""
+    from trainables.flops import StepShape, step_flops
+    from trainables.objectives import get_objective
+    from trainables.presets import run_tokens
+
+    cfg = build_config("bert-base", "full", ["optim.max_steps=1000", "optim.phase2_steps=100",
+                                             "optim.phase2_seq_len=512", "data.seq_len=128"])
+    tokens, flops = plan._pretrain_cost(cfg)
+    assert tokens == run_tokens(cfg) == 900 * 256 * 128 + 100 * 256 * 512
+    active = [get_objective(n) for n in cfg.objective.active]
+
+    def per_step(T):
+        return step_flops(cfg.model, active, cfg.objective.options, StepShape(256, T, round((T - 3) * 0.15)),
+                          cfg.model.vocab_size)
+
+    assert flops == pytest.approx(900 * per_step(128) + 100 * per_step(512))
+    assert flops > 1.2 * 1000 * per_step(128)  # phase 2 at 512 is ~25% of the run's FLOPs, not 10% at 128
+
+
 def test_wall_time_scales_with_one_over_the_utilisation(monkeypatch):
     monkeypatch.setattr(plan, "TRIAL_OVERHEAD_S", {"pretrain": 0.0, "finetune": 0.0})
     monkeypatch.setattr(plan, "EVAL_OVERHEAD_S", 0.0)
