@@ -328,7 +328,7 @@ def to_markdown(rows: list[PaperRow], title: str = "", note: str = "", notes: tu
     if any(not r.same_task for r in rows):
         out.append("Rows marked 'paper's task not measured' pair the paper's task with this run's average over "
                    "its own tasks: the comparison is of direction and size, not of the same benchmark.")
-    out += [""] + [f"- {n}" for n in notes] if notes else []
+    out += [""] + [f"  - {n.strip()}" if n.startswith(" ") else f"- {n}" for n in notes] if notes else []
     return "\n".join(out) + "\n"
 
 

@@ -109,7 +109,7 @@ def _finetune_steps(cfg, tasks: list[str]) -> tuple[float, float]:
     return steps, batches
 
 
-def _pretrain_cost(cfg) -> tuple[float, float]:
+def pretrain_cost(cfg) -> tuple[float, float]:
     """(tokens, FLOPs) of one pretraining run of ``cfg``, each phase at its full length (BERT's second phase,
     ``optim.phase2_steps`` at ``optim.phase2_seq_len``, at its own): an upper bound on both."""
     from trainables.flops import StepShape, step_flops
@@ -221,7 +221,7 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
     tokens = flops = seconds = 0.0
     probe_tasks, evals = probes
     for cfg, fraction in runs:
-        t, f = _pretrain_cost(cfg)
+        t, f = pretrain_cost(cfg)
         tokens, flops = tokens + fraction * t, flops + fraction * f
         steps = fraction * (0 if cfg.objective.variant == "none" else cfg.optim.max_steps)
         seconds += max(f * fraction / rate, steps * step_floor_s(cfg.model) if accelerator else 0.0)
