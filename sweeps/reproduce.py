@@ -282,16 +282,16 @@ def compute_table(recipe: Recipe, rows) -> str:
 
     c = recipe.compute
     n2 = f", 6 N' T with N' = {c.compute_params / 1e6:g}M" if c.compute_params else ""
+    ratio, own_head = ("FLOPs/6N'T" if n2 else "FLOPs/6NT"), "6 N' T"
     lines = [f"one pretraining run per row, planned vs the paper's own size (N = {c.params / 1e6:g}M{n2}; {c.source})",
-             f"{'row':28s}{'tokens':>10}{'paper T':>10}{'FLOPs':>11}{'6 N T':>11}" + (f"{'6 Nn T':>11}" if n2 else "")
-             + f"{'FLOPs/6NT':>11}{'reported':>11}"]
+             f"{'row':28s}{'tokens':>10}{'paper T':>10}{'FLOPs':>11}{'6 N T':>11}" + (f"{own_head:>11}" if n2 else "")
+             + f"{ratio:>12}{'reported':>11}"]
     for v, cfg in rows:
         tokens, flops = pretrain_cost(cfg)
-        six = c.six_nt(v.label)
-        extra = f"{c.six_nt(v.label, c.compute_params):>11.3g}" if n2 else ""
+        six, own = c.six_nt(v.label), c.six_nt(v.label, c.compute_params)
         reported = c.reported_flops.get(v.label)
         lines.append(f"{v.label:28s}{tokens / 1e9:>8.3g} B{c.tokens.get(v.label, float('nan')) / 1e9:>8.3g} B"
-                     f"{flops:>11.3g}{six:>11.3g}{extra}{flops / six:>11.2f}"
+                     f"{flops:>11.3g}{six:>11.3g}" + (f"{own:>11.3g}" if n2 else "") + f"{flops / own:>12.2f}"
                      + (f"{reported:>11.3g}" if reported else f"{'-':>11}"))
     return "\n".join(lines)
 
