@@ -181,8 +181,11 @@ class _Task:
     learned: bool = True
 
 
-def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level):
-    metrics, messages = primary_metrics(evals)
+def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level, metrics=None):
+    """One ``_Task`` per (task, mode) on its headline metric, or, with ``metrics`` ((task, mode) -> metric),
+    on those metrics for those tasks only (analysis.paper compares a paper's own metric: MRPC's accuracy)."""
+    headline, messages = primary_metrics(evals)
+    metrics = headline if metrics is None else metrics
     out, on_test, few = [], [], []
     for (task, mode), metric in metrics.items():
         m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds)

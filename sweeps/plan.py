@@ -3,8 +3,8 @@
     python sweeps/objective_weights.py --plan                            # this machine, calibrated
     python sweeps/objective_weights.py --preset gpu-quick --plan --hardware h200 --mfu 0.3
 
-FLOPs come from ``trainables.flops`` at the preset's shapes (pretraining: every step at the full
-sequence length, an upper bound; a search trial also pays its linear probe at every rung it
+FLOPs come from ``trainables.flops`` at the preset's shapes (pretraining: every step at its phase's full
+sequence length -- BERT's second phase at ``optim.phase2_seq_len`` -- an upper bound; a search trial also pays its linear probe at every rung it
 reaches; fine-tuning: the encoder at ``finetune.max_len`` over ``epochs x train examples``, plus one
 forward pass over dev and test, and over dev after every epoch when TensorBoard logs it). Wall time is FLOPs over the
 achieved rate -- on this machine the rate is measured by timing a few pretraining steps of the
@@ -141,16 +141,24 @@ def _finetune_steps(cfg, tasks: list[str]) -> tuple[float, float]:
     return steps, batches
 
 
-def _pretrain_cost(cfg) -> tuple[float, float]:
-    """(tokens, FLOPs) of one pretraining run of ``cfg`` at full length: an upper bound on both."""
+def pretrain_cost(cfg) -> tuple[float, float]:
+    """(tokens, FLOPs) of one pretraining run of ``cfg``, each phase at its full length (BERT's second phase,
+    ``optim.phase2_steps`` at ``optim.phase2_seq_len``, at its own): an upper bound on both."""
     from trainables.flops import StepShape, step_flops
     from trainables.objectives import get_objective
+    from trainables.presets import run_tokens
 
-    o, T, B = cfg.objective, cfg.data.seq_len, cfg.optim.batch_size
-    steps = 0 if o.variant == "none" else cfg.optim.max_steps
-    shape = StepShape(B, T, max(int(round((T - 3) * o.mask_ratio)), 1))
-    per_step = step_flops(cfg.model, [get_objective(n) for n in o.active], o.options, shape, cfg.model.vocab_size)
-    return float(steps * B * T), steps * per_step
+    o, opt, B = cfg.objective, cfg.optim, cfg.optim.batch_size
+    if o.variant == "none":
+        return 0.0, 0.0
+    lengths = [(opt.max_steps - opt.phase2_steps, cfg.data.seq_len)] + (
+        [(opt.phase2_steps, opt.phase2_seq_len)] if opt.phase2_steps else [])
+    flops = 0.0
+    for steps, T in lengths:
+        shape = StepShape(B, T, max(int(round((T - 3) * o.mask_ratio)), 1))
+        flops += steps * step_flops(cfg.model, [get_objective(n) for n in o.active], o.options, shape,
+                                    cfg.model.vocab_size)
+    return float(run_tokens(cfg)), flops
 
 
 @functools.lru_cache(maxsize=8)
@@ -246,7 +254,7 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
     tokens = flops = seconds = 0.0
     probe_tasks, evals = probes
     for cfg, fraction in runs:
-        t, f = _pretrain_cost(cfg)
+        t, f = pretrain_cost(cfg)
         tokens, flops = tokens + fraction * t, flops + fraction * f
         steps = fraction * (0 if cfg.objective.variant == "none" else cfg.optim.max_steps)
         seconds += max(f * fraction / rate, steps * step_floor_s(cfg.model, cal) if accelerator else 0.0)

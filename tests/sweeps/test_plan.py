@@ -56,10 +56,31 @@ def test_pretraining_flops_per_token_match_six_times_the_parameters():
     decoder at the masked positions: the formula the planner uses must land there, not merely be positive."""
     cfg = build_config("gpu-quick", "mlm_only")
     m, T = cfg.model, cfg.data.seq_len
-    tokens, flops = plan._pretrain_cost(cfg)
+    tokens, flops = plan.pretrain_cost(cfg)
     n = m.num_layers * (4 * m.hidden_size ** 2 + 2 * m.hidden_size * m.intermediate_size)
     expected = 6 * n + 6 * m.num_layers * T * m.hidden_size + 6 * cfg.objective.mask_ratio * m.vocab_size * m.hidden_size
     assert flops / tokens == pytest.approx(expected, rel=0.15)
+
+
+def test_bert_phase_two_is_planned_at_its_own_length():
+    """BERT's last 10% of steps at 512 (optim.phase2_steps): the plan counts them at 512, so its tokens are what
+    the run trains (presets.run_tokens) and its FLOPs those of the two phases, each at its own length."""
+    from trainables.flops import StepShape, step_flops
+    from trainables.objectives import get_objective
+    from trainables.presets import run_tokens
+
+    cfg = build_config("bert-base", "full", ["optim.max_steps=1000", "optim.phase2_steps=100",
+                                             "optim.phase2_seq_len=512", "data.seq_len=128"])
+    tokens, flops = plan.pretrain_cost(cfg)
+    assert tokens == run_tokens(cfg) == 900 * 256 * 128 + 100 * 256 * 512
+    active = [get_objective(n) for n in cfg.objective.active]
+
+    def per_step(T):
+        return step_flops(cfg.model, active, cfg.objective.options, StepShape(256, T, round((T - 3) * 0.15)),
+                          cfg.model.vocab_size)
+
+    assert flops == pytest.approx(900 * per_step(128) + 100 * per_step(512))
+    assert flops > 1.2 * 1000 * per_step(128)  # phase 2 at 512 is ~25% of the run's FLOPs, not 10% at 128
 
 
 def test_wall_time_scales_with_one_over_the_utilisation(monkeypatch):
@@ -158,7 +179,7 @@ def test_search_trials_pay_their_probe_at_every_rung_they_reach():
     search = {x.name: x for x in p.phases}["search"]
     frac = plan.asha_fraction(args.num_samples)
     scfg = objective_weights._search_config(cfg, args)[0]
-    pretrain_tokens = args.num_samples * frac * plan._pretrain_cost(scfg)[0]
+    pretrain_tokens = args.num_samples * frac * plan.pretrain_cost(scfg)[0]
     probe_tokens = args.num_samples * frac * plan.ASHA_RUNGS * plan._probe_cost(scfg, objective_weights.PROBE_TASKS)[0]
     assert probe_tokens > 0 and search.tokens == pytest.approx(pretrain_tokens + probe_tokens)
 
@@ -183,7 +204,7 @@ def test_the_step_floor_dominates_a_tiny_model_at_a_huge_utilisation(monkeypatch
     assert measure.wall_s == pytest.approx(trained_runs * cfg.optim.max_steps * floor / measure.parallel)
     # bert-base's steps are FLOP-bound (45 ms of FLOPs at 40% MFU, an 11.7 ms floor): the floor changes nothing
     big = build_config("bert-base")
-    assert plan._pretrain_cost(big)[1] / big.optim.max_steps / (989e12 * 0.4) > 3 * plan.step_floor_s(big.model)
+    assert plan.pretrain_cost(big)[1] / big.optim.max_steps / (989e12 * 0.4) > 3 * plan.step_floor_s(big.model)
 
 
 def test_the_step_floor_is_for_accelerators_only(monkeypatch):

@@ -16,13 +16,23 @@ REPO = Path(__file__).resolve().parents[2]
 RUNNABLE = [name for name, r in RECIPES.items() if not r.not_runnable]
 
 
-def test_list_shows_every_recipe_with_its_citation(capsys):
+def test_list_shows_every_recipe_with_its_citation_rows_differences_protocol_and_notes(capsys):
     assert reproduce.main(["--list"]) == 0
     out = capsys.readouterr().out
     for r in RECIPES.values():
         assert r.name in out and r.citation.title in out and r.citation.table in out
-    assert "Devlin" in out and "full - mlm_only on QNLI: 88.4 vs 84.9 (+3.5)" in out
-    assert "[unverified]" in out  # the numbers not read in the papers say so
+        assert all(f"{v.paper_name} -> {v.label}" in out and v.source in out for v in r.variants)
+        assert all(d in out for d in r.differs) and r.protocol.text in out
+        assert all(f"scale {name}: {s.note}" in out for name, s in r.scales.items())
+    assert "Devlin" in out and "full - mlm_pairs on QNLI (acc): 88.4 vs 84.9 (+3.5)" in out
+    assert "No NSP -> mlm_pairs: mlm_pairs on nsp_pairs; token masking 15%, 80% [MASK] / 10% random; 1,000,000 " \
+           "steps (100,000 at 512) x 256 x 128; AdamW lr 0.0001, betas 0.9/0.999" in out
+    assert "differs: whole-word masking, not n-gram (n <= 3) masking" in out  # next to ALBERT's rows
+    assert "15% masking, all [MASK] -> full_sentences@0.15: full_sentences on full_sentences; token masking 15%, " \
+           "100% [MASK] / 0% random" in out
+    assert "(extra row: --extra-rows)" in out and "median of 10 fine-tuning runs" in out
+    unverified = [c for r in RECIPES.values() for c in r.claims if not c.verified]
+    assert ("[unverified]" in out) == bool(unverified)  # a number not read in its source says so
 
 
 @pytest.mark.parametrize("argv, words", [(["nope"], "allowed: bert-t5"), (["bert-t5", "--scale", "huge"], "smoke, quick, paper")])
@@ -45,7 +55,8 @@ def test_roberta_t2_maps_each_paper_format_to_a_registered_format():
     assert formats == {"SEGMENT-PAIR+NSP": "nsp_pairs", "SENTENCE-PAIR+NSP": "sentence_pairs",
                        "FULL-SENTENCES": "full_sentences", "DOC-SENTENCES": "single"}
     assert {VARIANTS[v.variant].weights.get("nsp", 0) > 0 for v in r.variants if "NSP" not in v.paper_name} == {False}
-    assert "SENTENCE-PAIR" in r.note and all(s.startswith("https://") for s in roberta_t2.SOURCES)
+    pair = next(v for v in r.variants if v.paper_name == "SENTENCE-PAIR+NSP")
+    assert any("larger batch" in d for d in pair.differs) and all(s.startswith("https://") for s in roberta_t2.SOURCES)
 
 
 def test_recipe_variants_are_registered_and_claims_name_them():
@@ -68,6 +79,24 @@ def test_every_recipe_plans_at_every_scale(name, scale, tmp_path, capsys):
     assert "GPU-hours on h100" in out and "plan on h100" in out
     total = [line for line in out.splitlines() if line.startswith("total") and "$" in line]
     assert total, out
+    r = RECIPES[name]
+    assert f"scale {scale}: {r.scales[scale].note}" in out and "protocol, paper:" in out and "protocol, this run:" in out
+    assert all(f"{v.paper_name} -> {v.label}:" in out and v.source in out for v in r.rows())
+    assert all(f"every row differs: {d}" in out for d in r.differs)
+    assert all(f"differs: {d}" in out for v in r.rows() for d in v.differs)
+    if scale == "paper":  # each row's tokens and FLOPs beside 6 N T at the paper's size
+        assert "planned vs the paper's own size" in out and "6 N T" in out
+        assert all(any(line.startswith(v.label + " ") for line in out.splitlines()) for v in r.rows())
+
+
+def test_the_plan_counts_the_extra_rows_when_asked(tmp_path, capsys):
+    base = ["bert-t5", "--scale", "paper", "--plan", "--hardware", "h100", "--storage", str(tmp_path)]
+    assert reproduce.main(base) == 0
+    plain = capsys.readouterr().out
+    assert reproduce.main(base + ["--extra-rows"]) == 0
+    extra = capsys.readouterr().out
+    runs = [[line.split()[1] for line in o.splitlines() if line.startswith("measure")][0] for o in (plain, extra)]
+    assert runs == ["6", "9"] and "extra rows not trained (--extra-rows): mlm_only" in plain
 
 
 def test_gpu_hours_and_cost_arithmetic():
@@ -85,9 +114,9 @@ def test_peak_tflops_plans_without_a_named_accelerator(tmp_path, capsys):
     assert "400 TFLOPS peak" in out and "plan on" not in out  # the shared wall column needs a named rate
 
 
-SMOKE_RUNS = [("bert-t5", "full - mlm_only", 5), ("electra-t1", "electra - full", 1),
-              ("roberta-t2", "sentence_pair - segment_pair", 3), ("albert-t5", "mlm_sop - full", 4),
-              ("wettig-mask", "mlm_only@0.40 - mlm_only@0.15", 1)]
+SMOKE_RUNS = [("bert-t5", "full - mlm_pairs", 5), ("electra-t1", "electra - mlm_only", 1),
+              ("roberta-t2", "sentence_pair - segment_pair", 3), ("albert-t5", "mlm_sop - full", 5),
+              ("wettig-mask", "full_sentences@0.40 - full_sentences@0.15", 3)]
 
 
 def test_every_recipe_has_a_smoke_run():
@@ -111,3 +140,9 @@ def test_smoke_end_to_end_prints_and_writes_the_paper_table(name, contrast, rows
     md = (report / "paper_vs_run.md").read_text()
     assert md.count(f"| {contrast} |") == rows and "paper's task not measured" in md
     assert (report / "paper_vs_run.png").stat().st_size > 0 and (report / "contributions.md").exists()
+    r = RECIPES[name]
+    assert f"scale smoke: {r.scales['smoke'].note}" in md and "protocol, paper:" in md
+    assert all(f"{v.paper_name} -> {v.label}:" in md for v in r.rows())  # what each row trained, from the export
+    assert all(f"| {c.metric} |" in md for c in r.claims_of(r.rows()))  # the paper's metric per row
+    if r.intrinsic:
+        assert "intrinsic metrics vs this run" in md and "| mlm_sop | SOP | 86.5 | pair_acc_sop |" in md

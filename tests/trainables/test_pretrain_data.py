@@ -173,3 +173,32 @@ def test_pair_label_is_ignored_without_pairs(corpus):
     idx, rows = samples.batch_chunks(0, 0)
     laid = layout(corpus, rows, "single", SP, idx)
     assert torch.equal(torch.from_numpy(laid.pair_labels), torch.full((4,), IGNORE))
+
+
+@pytest.mark.parametrize("fracs, expect", [((1.0, 0.0), (1.0, 0.0)), ((0.8, 0.1), (0.8, 0.1)), (None, (0.8, 0.1))])
+def test_the_configs_masking_fractions_reach_the_training_batches(tmp_path, fracs, expect):
+    """objective.mask_token_frac / random_token_frac through the config to the batches the loop trains on:
+    Wettig et al.'s all-[MASK] (1.0 / 0.0) masks every chosen position; the default is BERT's 80/10/10."""
+    from trainables.data.batches import Loader, Position
+    from trainables.pretrain import build_pretraining_data
+
+    over = ["data.corpus=synthetic", "data.max_documents=120", f"data.cache_dir={tmp_path}", "optim.batch_size=32"]
+    if fracs:
+        over += [f"objective.mask_token_frac={fracs[0]}", f"objective.random_token_frac={fracs[1]}"]
+    cfg = build_config("smoke", "full_sentences", over)
+    data = build_pretraining_data(cfg)
+    shown, originals = [], []
+    for _, step in Loader(data.steps, Position(0, 0, 0, 0), 6):
+        b = step.batch
+        keep = b.mlm_labels != IGNORE
+        rows = torch.arange(len(b.input_ids))[:, None].expand_as(b.mlm_positions)
+        shown.append(b.input_ids[rows[keep], b.mlm_positions[keep]])
+        originals.append(b.mlm_labels[keep])
+    shown, originals = torch.cat(shown), torch.cat(originals)
+    mask_share = (shown == data.sp.mask).double().mean().item()
+    kept = ((shown == originals) & (shown != data.sp.mask)).double().mean().item()
+    assert len(shown) > 500
+    assert abs(mask_share - expect[0]) < 0.04
+    assert abs(1 - mask_share - kept - expect[1]) < 0.04  # replaced by another token (random)
+    if expect[0] == 1.0:
+        assert mask_share == 1.0 and kept == 0.0
