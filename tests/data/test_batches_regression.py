@@ -2,7 +2,9 @@
 
 The hashes below were computed at commit 3ddcbdb (before RoBERTa's formats were added), single's and the
 evaluation sets' again when single began to hold each chunk's next token (issue 21, item 4: every format
-trains the last position; nsp_pairs and sop_pairs kept their hashes through that change): every tensor of
+trains the last position; nsp_pairs and sop_pairs kept their hashes through that change), nsp_pairs' and the
+evaluation sets' again when NSP's B' began to be placed as B is relative to sentence boundaries (issue 28,
+item 7: B' no longer always opens a sentence; single and sop_pairs kept theirs): every tensor of
 the first steps' masked global batches (phase 1 and BERT's phase 2), one rank's share under 2 workers
 with accumulation, the step's cost (real tokens, shape), the planned budgets and per-step counts, and
 the held-out evaluation sets, on the synthetic corpus with a fixed-order vocabulary. A change that moves any number of the main job or the known-answer run
@@ -25,10 +27,10 @@ from trainables.pretrain import build_pretraining_data
 
 FORMAT_VARIANTS = {"nsp_pairs": "full", "single": "mlm_only", "sop_pairs": "mlm_sop"}
 EXPECTED = {
-    "nsp_pairs": "f7de29aab2d1dfc5",
+    "nsp_pairs": "7b9a4a1c106c61b8",
     "single": "7e28b640656f5fa2",
     "sop_pairs": "99c56c0496786e81",
-    "eval": "c1e87aaf4f53658d",
+    "eval": "fa3181ae5ef8411b",
 }
 
 
