@@ -108,12 +108,23 @@ def search_phase(cfg: ExperimentConfig, args, root: str) -> Phase:
                  search_alg=ConcurrencyLimiter(searcher, max_concurrent=limit), scheduler=asha)
 
 
+def pair_format(names: list[str]) -> str:
+    """The input format whose pairs the searched pair objectives train (``sop_pairs`` for --pair sop); BERT's
+    ``nsp_pairs`` when none is searched. Objectives that need differently built pairs are refused by the
+    config, in one line."""
+    from trainables.objectives import OBJECTIVES
+
+    built = sorted({OBJECTIVES[n].pairs for n in names if OBJECTIVES[n].pairs})
+    return f"{built[0]}_pairs" if built else "nsp_pairs"
+
+
 def _mix(cfg: ExperimentConfig, name: str, values: dict[str, float]):
     """An objective named ``name`` with the given ``<objective>_weight`` values (others off) and mask ratio,
-    on pair inputs (BERT's format: the searched pair loss may be switched on)."""
+    on the pair inputs the searched pair loss trains on (``pair_format``: it may be switched on)."""
     weights = {k[:-len("_weight")]: v for k, v in values.items() if k.endswith("_weight")}
     changes = {"mask_ratio": values["mask_ratio"]} if "mask_ratio" in values else {}
-    return replace(phases.variant_config(cfg, "full").objective, variant=name, weights=weights, **changes)
+    return replace(phases.variant_config(cfg, "full").objective, variant=name, weights=weights,
+                   input_format=pair_format(list(weights)), **changes)
 
 
 def _value(objective, key: str) -> float:

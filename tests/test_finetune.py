@@ -151,6 +151,29 @@ def test_probe_scores_on_dev_and_writes_probe_records(tiny_checkpoint, cfg):
     assert (ev["mode"] == "probe").all()
 
 
+def test_probe_records_carry_their_dev_score_and_the_learned_gate_reads_it(tiny_checkpoint, cfg):
+    """Every probe record has the probe's dev value beside its test value (the classifier fitted once), so
+    analysis decides whether the probe learned a task on dev, as for fine-tuning; before, probe records had
+    no dev value and the gate fell back to the test scores the contrasts use."""
+    import pandas as pd
+
+    from analysis.baseline import dev_seed_values
+
+    tasks = [load_hub_task("mrpc", FIXTURES / "glue_mrpc"), load_hub_task("conll2003_pos", FIXTURES / "conll2003")]
+    on_dev = run_probe(tiny_checkpoint, tasks, cfg, seed=0, split="dev")
+    reports = []
+    result = run_finetuning(tiny_checkpoint, [], [0], cfg, mode="probe", datasets=tasks, report=reports.append)
+    ev, _ = _check_tables(result)
+    assert np.isfinite(ev["dev_value"]).all()
+    for task in ("mrpc", "conll2003_pos"):
+        primary = ev[(ev.task == task) & ev.is_primary]
+        assert primary.dev_value.tolist() == pytest.approx([on_dev[task]])
+        assert any(f"dev/{task}/{primary.metric.iloc[0]}" in r for r in reports)
+        runs = pd.DataFrame({"run_id": [primary.run_id.iloc[0]], "variant": ["full"], "pretrain_seed": [0]})
+        assert dev_seed_values(ev, runs, task, "probe", primary.metric.iloc[0])["full"].tolist() == \
+            pytest.approx([on_dev[task]])
+
+
 def test_none_checkpoint_fine_tunes_end_to_end(tmp_path, capsys):
     """``--checkpoint none`` is resolved by the command line (the untrained baseline), not by the library."""
     out = tmp_path / "out"

@@ -95,27 +95,3 @@ def test_head_is_recorded_only_where_it_applies(tiny_checkpoint):
 def test_bad_head_is_a_config_error():
     with pytest.raises(ConfigError, match="finetune.head"):
         _cfg("finetune.head=mean")
-
-
-def test_finetune_init_random_ignores_the_checkpoint(tiny_checkpoint, mrpc, tmp_path):
-    """finetune.init=random: two different checkpoints of one architecture fine-tune to the same model
-    (the instrument check's negative switch); the default reads the checkpoint."""
-    import torch
-
-    from trainables.finetune.heads import Checkpoint, load_encoder
-
-    ck = tiny_checkpoint
-    other = tmp_path / "other"
-    shutil.copytree(ck, other)
-    from safetensors.torch import load_file, save_file
-
-    weights = load_file(str(other / "model.safetensors"))
-    save_file({k: v + 0.05 * torch.randn_like(v.float()).to(v.dtype) if v.is_floating_point() else v
-               for k, v in weights.items()}, str(other / "model.safetensors"))
-    spec = mrpc[0].spec
-    a, b = (build_head_model(p, spec, seed=3, init="random") for p in (ck, other))
-    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-    a, b = (build_head_model(p, spec, seed=3) for p in (ck, other))
-    assert not torch.equal(a.bert.embeddings.word_embeddings.weight, b.bert.embeddings.word_embeddings.weight)
-    ea, eb = (load_encoder(Checkpoint.load(p), torch.device("cpu"), "random", seed=1) for p in (ck, other))
-    assert all(torch.equal(x, y) for x, y in zip(ea.state_dict().values(), eb.state_dict().values()))

@@ -276,8 +276,9 @@ class FinetuneConfig:
     # sequence classification reads: pooler (BERT's; NSP trains it, so full - mlm_pairs includes it) | cls (a fresh
     # dense+tanh on [CLS], RoBERTa's head: the checkpoint's pooler weights unused)
     head: str = "pooler"
-    # checkpoint | random: random ignores the checkpoint's weights (fresh BERT init, the same draw for every
-    # variant): the instrument check's negative switch (sweeps/known_answer.py must then recover no MLM effect)
+    # checkpoint | random: random ignores the checkpoint's encoder weights (a fresh BERT init drawn per (variant,
+    # pretraining seed): trainables.finetune.heads.random_init_seed; the task head as with the checkpoint): the
+    # instrument check's negative switch (sweeps/known_answer.py must then recover no planted effect)
     init: str = "checkpoint"
 
     @property

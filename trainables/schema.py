@@ -113,7 +113,8 @@ EVAL_COLUMNS: tuple[Column, ...] = (
            "tasks sharing it count once in averages", False),
     Column("positive_label", pa.string(), "positive class of binary F1 ('' when the task has none)", False),
     Column("lr", pa.float64(), "fine-tuning learning rate of this row (NaN for the probe)", False),
-    Column("dev_value", pa.float64(), "the same metric on the dev split: what the learning rate is chosen on", False),
+    Column("dev_value", pa.float64(), "the same metric on the dev split (the probe's: its classifier scored on dev): "
+           "what the learning rate is chosen on and whether a task was learned is decided on", False),
     Column("selected", pa.bool_(), "this row's rate is the one chosen on dev for its (run, task): mean dev "
            "headline metric over fine-tuning seeds; estimates use only selected rows", False),
     Column("head", pa.string(), "sequence classification head (finetune.head): pooler (BERT's, the checkpoint's "

@@ -126,3 +126,33 @@ def test_search_trials_and_measurement_runs_use_disjoint_pretraining_seeds():
                              error=None, path="/x/trial_1", checkpoint=None)
     row = sweep_export.run_row(result, "search")
     assert row["phase"] == "search" and row["pretrain_seed"] == search_cfg.run.seed
+
+
+def _pair_choices() -> tuple[str, ...]:
+    import argparse
+
+    from sweeps.objective_weights import _extra_args
+
+    parser = argparse.ArgumentParser()
+    _extra_args(parser)
+    return next(a.choices for a in parser._actions if a.dest == "pair")
+
+
+@pytest.mark.parametrize("pair", _pair_choices())
+def test_each_pair_builds_its_search_on_the_pair_format_it_trains(pair):
+    """--pair sop crashed building its search (input_format='nsp_pairs' cannot train the SOP loss): the
+    search's base config, its space and the measured best mix are built on the searched pair's own format."""
+    import argparse
+
+    from sweeps.objective_weights import _mix, _search_config
+
+    cfg = build_config("smoke")
+    args = argparse.Namespace(num_samples=4, pair=pair, objectives=None)
+    search_cfg, space, start = _search_config(cfg, args)
+    assert search_cfg.objective.input_format == f"{pair}_pairs"
+    on = {k: v for k, v in search_cfg.objective.weights.items() if v}
+    assert on == {"mlm": 1.0, pair: 1.0} and set(space) == set(start) == {"mlm_weight", f"{pair}_weight", "mask_ratio"}
+    mix = _mix(cfg, "best_mix", {**start, f"{pair}_weight": 0.3, "mask_ratio": 0.2})
+    assert mix.input_format == f"{pair}_pairs" and mix.weights[pair] == 0.3 and mix.mask_ratio == 0.2
+    only_mlm = _search_config(cfg, argparse.Namespace(num_samples=4, pair=pair, objectives="mlm"))[0]
+    assert only_mlm.objective.input_format == "nsp_pairs"  # BERT's format when no pair loss is searched

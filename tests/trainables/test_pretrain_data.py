@@ -75,6 +75,30 @@ def test_nsp_random_segments_have_the_length_of_b_so_length_carries_no_label(cor
     assert unpadded["nsp_pairs"] == unpadded["sop_pairs"]
 
 
+def _head_tail(offsets, start, end):
+    """Tokens from the last sentence start at or before ``start`` to it; from ``end`` to the next boundary."""
+    before = offsets[np.searchsorted(offsets, start, side="right") - 1]
+    return start - before, offsets[np.searchsorted(offsets, end, side="left")] - end
+
+
+def test_nsp_random_segments_are_placed_as_b_relative_to_sentence_boundaries(corpus):
+    """B' is cut at B's offsets into and before a run of whole sentences of another document (head, tail),
+    so it starts at a sentence start exactly when B does and ends at a boundary exactly when B does; the same
+    for sentence_pairs' second pieces. (Before, B' always started at a sentence start: head 0.)"""
+    samples = Samples(corpus, seq_len=32, short_seq_prob=0.1, batch_size=4, data_seed=5, cache=False)
+    offsets = np.asarray(corpus.sentences)
+    chunks, (pairs, _) = samples.chunks(0), samples.sentence_pairs(0)
+    for rows in (chunks, pairs):
+        neg = rows[rows["nsp"] == 1]
+        b, r = _head_tail(offsets, neg["b0"], neg["b1"]), _head_tail(offsets, neg["r0"], neg["r1"])
+        assert np.array_equal(b[0], r[0]) and np.array_equal(b[1], r[1])  # this corpus has a run for every row
+        assert np.array_equal(neg["r1"] - neg["r0"], neg["b1"] - neg["b0"])
+        assert 0.2 < np.mean(b[0] > 0) < 0.8 and np.mean(b[1] > 0) > 0.1  # B opens or ends mid-sentence often
+        sent = np.searchsorted(offsets, neg["r0"], side="right") - 1
+        doc = np.searchsorted(np.asarray(corpus.documents), sent, side="right") - 1
+        assert not np.any(doc == (neg["doc"] if "doc" in neg.dtype.names else chunks["doc"][neg["chunk"]]))
+
+
 def test_formats_lay_out_the_same_chunk(corpus):
     samples = Samples(corpus, seq_len=32, short_seq_prob=0.1, batch_size=4, data_seed=1, cache=False)
     idx, rows = samples.batch_chunks(0, 0)

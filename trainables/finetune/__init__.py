@@ -24,7 +24,7 @@ regression, scored on dev.
     heads.py     Checkpoint, build_head_model, load_encoder
     inputs.py    encode_split (rows -> model inputs), score (predictions -> metrics)
     loop.py      train_model, predict_logits, collate, model_batch (prepared mask), read_back (batched .cpu())
-    probe.py     run_probe, probe_one
+    probe.py     run_probe, probe_one, probe_splits (one fit, several splits: the records' test and dev)
     __main__.py  the command line
 """
 
@@ -32,4 +32,4 @@ from trainables.finetune.api import MODES, FinetuneResult, finetune_one, run_fin
 from trainables.finetune.heads import Checkpoint, build_head_model, load_encoder  # noqa: F401
 from trainables.finetune.inputs import encode_split, score  # noqa: F401
 from trainables.finetune.loop import collate, predict_logits, train_model  # noqa: F401
-from trainables.finetune.probe import probe_one, run_probe  # noqa: F401
+from trainables.finetune.probe import probe_one, probe_splits, run_probe  # noqa: F401

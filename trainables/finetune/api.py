@@ -4,8 +4,8 @@ Protocol: one recipe (``cfg.finetune``) for every variant, ``none`` included; Ad
 and decay; dynamic padding with length bucketing; the training subset (``max_train_examples``) is drawn
 with the fine-tuning draw, the evaluation subset (``max_eval_examples``) with a fixed seed so every run
 scores the same examples. No model selection: the final model is evaluated on dev (reported through
-``report``) and on test (the records), so nothing is ever chosen on test. The training subset, head
-init and data order of fine-tuning seed f come from ``heads.finetune_draw(f, pretraining seed)``: the
+``report``) and on test (the records, each with its dev value beside it; the probe's records too), so
+nothing is ever chosen on test. The training subset, head init and data order of fine-tuning seed f come from ``heads.finetune_draw(f, pretraining seed)``: the
 same for every variant of one pretraining seed, drawn anew per pretraining seed (nested, so the
 multibootstrap's resampling of pretraining seeds covers them; ``analysis.bootstrap``).
 """
@@ -26,7 +26,7 @@ from trainables.config import ExperimentConfig
 from trainables.finetune.heads import Checkpoint, build_head_model, head_name, load_encoder
 from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import predict_logits, train_model
-from trainables.finetune.probe import probe_one
+from trainables.finetune.probe import probe_splits
 from trainables.finetune.selection import select_on_dev
 from trainables.runtime import enable_tf32, resolve_device, resolve_precision
 from trainables.schema import EvalRecord, PredictionRecord, build_table
@@ -206,7 +206,7 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
             if mode == "finetune":
                 part, dev_metrics = finetune_one(ck, data, seed, cfg, dev, run_id, writer)
             else:
-                part, dev_metrics = _probe_records(ck, encoder, data, seed, cfg, dev, run_id, t0), {}
+                part, dev_metrics = _probe_records(ck, encoder, data, seed, cfg, dev, run_id, t0)
             result.extend(part)
             done += 1
             log.info("%s seed %d (%s): %s in %.1fs", data.spec.name, seed, mode,
@@ -221,13 +221,18 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
     return result
 
 
-def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: str, t0: float) -> FinetuneResult:
+def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: str,
+                   t0: float) -> tuple[FinetuneResult, dict[str, float]]:
+    """The probe's test records, each with its dev value beside it (the classifier fitted once on train, as
+    fine-tuning's records carry the final model's dev metric: analysis decides "learned" on it); the dev metrics."""
+    reported = data.spec.reported_names()
+    predicted = probe_splits(ck, encoder, data, seed, cfg, device, ("dev", *reported))
+    dev = score(data.spec, *predicted["dev"][1:])
     result = FinetuneResult()
-    for split, task_name in data.spec.reported_names().items():
-        rows, preds, golds = probe_one(ck, encoder, data, seed, cfg, device, split)
-        result.extend(_records(run_id, data.spec, seed, "probe", task_name, rows, preds, golds,
-                               time.perf_counter() - t0))
-    return result
+    for split, task_name in reported.items():
+        result.extend(_records(run_id, data.spec, seed, "probe", task_name, *predicted[split],
+                               time.perf_counter() - t0, dev=dev))
+    return result, dev
 
 
 def write_tables(result: FinetuneResult, out: str | Path, select: bool = True) -> tuple[Path, Path]:

@@ -5,11 +5,17 @@ pretraining heads are dropped; the new head is initialised from the fine-tuning 
 derived from the pretraining seed and the fine-tuning seed, so draws are nested in pretraining seeds). Sequence
 classification reads the pooler, which NSP trains and the other variants leave at its random init;
 ``finetune.head=cls`` draws it afresh (``fresh_pooler``) so a contrast is not "the loss + a trained pooler".
+
+Loading is checked (``check_loaded``): every encoder weight the model reads must come from the checkpoint,
+or loading fails in one line naming the checkpoint and the keys. ``finetune.init=random`` (the instrument
+check's negative switch) replaces the checkpoint's encoder by a fresh draw of its own per (variant,
+pretraining seed) (``random_init_seed``), in fine-tuning and in the probe alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,13 +60,13 @@ def fresh_pooler(model) -> None:
         dense.bias.zero_()
 
 
-def reinitialize(model: torch.nn.Module, std: float) -> None:
-    """Every weight drawn afresh as BERT initialises it (normal(0, std) matrices and embeddings, zero biases,
-    unit LayerNorms), from the global RNG: ``finetune.init=random``, the instrument check's negative switch.
-    (transformers 5 skips ``_init_weights`` on modules loaded from a checkpoint, so it is done here.)"""
+def reinitialize(model: torch.nn.Module, std: float, generator: torch.Generator) -> None:
+    """Every weight of ``model`` drawn afresh as BERT initialises it (normal(0, std) matrices and embeddings,
+    zero biases, unit LayerNorms), from ``generator``, in module order: ``finetune.init=random``, the instrument
+    check's negative switch. (transformers 5 skips ``_init_weights`` on modules loaded from a checkpoint.)"""
     for module in model.modules():
         if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
-            torch.nn.init.normal_(module.weight, 0.0, std)
+            torch.nn.init.normal_(module.weight, 0.0, std, generator=generator)
             if isinstance(module, torch.nn.Linear) and module.bias is not None:
                 torch.nn.init.zeros_(module.bias)
             if isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
@@ -71,13 +77,63 @@ def reinitialize(model: torch.nn.Module, std: float) -> None:
             torch.nn.init.zeros_(module.bias)
 
 
+def random_init_seed(path: Path) -> int:
+    """The seed of ``finetune.init=random``'s fresh encoder for the checkpoint at ``path``: the first 63 bits
+    of the sha256 of its variant (run.json's ``config.objective``: the variant's name and its weights, input
+    format and mask ratio, so ``mlm_only`` at two mask ratios differ too) and its pretraining seed
+    (``config.run.seed``), as sorted JSON. So every (variant, pretraining seed) draws its own encoder, the same
+    in every process and for every fine-tuning seed (as a checkpoint is), in fine-tuning and in the probe:
+    a contrast under the switch keeps its seed noise instead of being exactly 0. A checkpoint without
+    run.json (not ours) draws from its directory's name."""
+    try:
+        config = json.loads((path / "run.json").read_text())["config"]
+        key: dict[str, Any] = {"objective": config["objective"], "pretrain_seed": int(config["run"]["seed"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        key = {"checkpoint": path.name}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def random_encoder(model, seed: int) -> None:
+    """Replace the encoder (embeddings, layers, and the pooler where the model has one) of ``model`` by a
+    fresh draw from ``seed`` alone: the global RNG, which draws the task head, is left as it was."""
+    reinitialize(model.base_model, model.config.initializer_range, torch.Generator().manual_seed(seed))
+
+
+# What counts as an encoder weight: every weight of the embeddings and the transformer layers; the pooler only
+# where the model reads it from the checkpoint (sequence classification with finetune.head=pooler). The probe
+# and the token-level heads never read it, finetune.head=cls draws it afresh, and a checkpoint saved without
+# one (BertForMaskedLM, add_pooling_layer=False) is then as good as any.
+ENCODER_PARTS = ("embeddings.", "encoder.")
+
+
+def check_loaded(path: Path, info: dict, prefix: str, pooler: bool) -> None:
+    """Refuse, in one line naming the checkpoint and the keys, a load that left an encoder weight of the model
+    at its random init (missing from the checkpoint) or left one of the checkpoint's unread (unexpected: a
+    layer the config does not have, a renamed module). ``info``: ``from_pretrained(output_loading_info=True)``'s;
+    keys are compared without the base model's ``prefix`` (``bert.``), which only the task models carry."""
+    parts = ENCODER_PARTS + (("pooler.",) if pooler else ())
+
+    def encoder(keys) -> list[str]:
+        return sorted(k for k in keys if k.removeprefix(f"{prefix}.").startswith(parts))
+
+    missing, unexpected = encoder(info.get("missing_keys", ())), encoder(info.get("unexpected_keys", ()))
+    if missing or unexpected:
+        show = lambda ks: f"{len(ks)} ({', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''})"  # noqa: E731
+        raise TaskError(f"checkpoint {path} does not match its encoder: missing {show(missing) if missing else 0}, "
+                        f"unexpected {show(unexpected) if unexpected else 0} encoder weights; re-save it from "
+                        "a complete model, or point --checkpoint at the right directory")
+
+
 def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float = 0.1, head: str = "pooler",
                      init: str = "checkpoint"):
     """The task type's transformers head on the checkpoint's encoder; the new head seeded by ``seed``.
     ``dropout`` (``finetune.dropout``) replaces the pretraining dropout stored in the checkpoint's config.
     ``head`` (``finetune.head``, for types that read the pooled state): ``pooler`` keeps the checkpoint's
     pooler, ``cls`` draws it afresh after the classifier, so the classifier's draw is the same under both.
-    ``init`` (``finetune.init``): ``random`` ignores the checkpoint's weights (``reinitialize``)."""
+    ``init`` (``finetune.init``): ``random`` replaces the checkpoint's encoder by its own fresh draw
+    (``random_init_seed``); the head (and the ``cls`` pooler) are drawn from ``seed`` as with the checkpoint.
+    The load is checked: a missing or unexpected encoder weight fails in one line (``check_loaded``)."""
     import transformers
 
     if head not in HEADS:
@@ -88,11 +144,12 @@ def build_head_model(checkpoint: Path, spec: TaskSpec, seed: int, dropout: float
                               "attention_probs_dropout_prob": dropout}
     with torch.random.fork_rng(devices=[]), _quiet_loading():  # new heads are drawn from the global RNG
         torch.manual_seed(seed)
-        model = cls.from_pretrained(str(checkpoint), **kwargs)
+        model, info = cls.from_pretrained(str(checkpoint), output_loading_info=True, **kwargs)
+        check_loaded(checkpoint, info, model.base_model_prefix, pooler=head_name(spec, head) == "pooler")
+        if init == "random":
+            random_encoder(model, random_init_seed(checkpoint))
         if head_name(spec, head) == "cls":
             fresh_pooler(model)
-        if init == "random":
-            reinitialize(model, model.config.initializer_range)
         return model
 
 
@@ -141,15 +198,15 @@ class Checkpoint:
         return finetune_draw(finetune_seed, self.pretrain_seed)
 
 
-def load_encoder(ck: Checkpoint, device: torch.device, init: str = "checkpoint", seed: int = 0):
-    """The checkpoint's encoder alone (no pooler), for the linear probe; ``init=random`` draws its weights
-    afresh from ``seed`` instead (``finetune.init``)."""
+def load_encoder(ck: Checkpoint, device: torch.device, init: str = "checkpoint"):
+    """The checkpoint's encoder alone (no pooler), for the linear probe, its load checked (``check_loaded``);
+    ``init=random`` replaces its weights by the fresh draw fine-tuning would use (``random_init_seed``:
+    the same embeddings and layers)."""
     from transformers import AutoModel
 
     with _quiet_loading():
-        encoder = AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False)
+        encoder, info = AutoModel.from_pretrained(str(ck.path), add_pooling_layer=False, output_loading_info=True)
+    check_loaded(ck.path, info, encoder.base_model_prefix, pooler=False)
     if init == "random":
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            reinitialize(encoder, encoder.config.initializer_range)
+        random_encoder(encoder, random_init_seed(ck.path))
     return encoder.to(device)

@@ -51,9 +51,10 @@ def probe_features(encoder, enc: Encoded, task_type: TaskType, batch_size: int, 
     return out
 
 
-def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
-              split: str) -> tuple[list[dict], list[str], list[str]]:
-    """Fit a logistic regression on frozen features of train; predict ``split``. Returns rows, preds, golds."""
+def probe_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
+                 splits: tuple[str, ...]) -> dict[str, tuple[list[dict], list[str], list[str]]]:
+    """Fit a logistic regression on frozen features of train once; predict each of ``splits``.
+    Returns {split: (rows, preds, golds)}."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -65,19 +66,27 @@ def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experimen
                         + ", ".join(n for n, t in _probed_types().items()))
     draw = ck.draw(seed)  # nested in the pretraining seed, as fine-tuning's draw (heads.finetune_draw)
     train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(draw))
-    eval_rows = subsample(data[split], ft.max_eval_examples, None)
-    feats = {}
-    for name, rows in (("train", train_rows), ("eval", eval_rows)):
+
+    def features(rows):
         enc = encode_split(data, rows, tok, ft, ck.max_position, False)
-        feats[name] = probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id,
-                                     cfg.run.precision)
-    x_train, y_train = task_type.probe.xy(train_rows, feats["train"])
+        return probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
+
+    x_train, y_train = task_type.probe.xy(train_rows, features(train_rows))
     clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=draw))
     if len(set(y_train)) < 2:
         raise TaskError(f"task {spec.name!r}: the probe's train subset has a single class {y_train[:1]}")
     clf.fit(x_train, y_train)
-    preds, golds = task_type.probe.predict(clf, eval_rows, feats["eval"], spec)
-    return eval_rows, preds, golds
+    out = {}
+    for split in splits:
+        rows = subsample(data[split], ft.max_eval_examples, None)
+        out[split] = (rows, *task_type.probe.predict(clf, rows, features(rows), spec))
+    return out
+
+
+def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
+              split: str) -> tuple[list[dict], list[str], list[str]]:
+    """Fit a logistic regression on frozen features of train; predict ``split``. Returns rows, preds, golds."""
+    return probe_splits(ck, encoder, data, seed, cfg, device, (split,))[split]
 
 
 def _probed_types() -> dict[str, TaskType]:
