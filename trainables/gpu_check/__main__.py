@@ -4,4 +4,5 @@ import sys
 
 from trainables.gpu_check.check import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing it (tests/test_docs_commands.py parses the docs' commands) runs nothing
+    sys.exit(main())
