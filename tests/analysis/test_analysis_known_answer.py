@@ -130,3 +130,19 @@ def test_the_sabotage_rule_allows_no_passing_check_and_at_most_5_percent_of_effe
 def test_clopper_pearson_matches_known_values():
     assert clopper_pearson(0, 20)[0] == 0.0 and clopper_pearson(0, 20)[1] == pytest.approx(0.1684, abs=1e-4)
     assert clopper_pearson(5, 5)[0] == pytest.approx(0.4782, abs=1e-4)
+
+
+def test_the_check_exits_1_when_it_failed_and_0_when_it_passed(tmp_path):
+    from analysis.known_answer import dumps
+    from sweeps import known_answer, objective_weights
+
+    good = [_estimate(e.task, e.weights, _iv(0.3, 0.05, 1e-5)) for e in PLANTED_EFFECTS] + _null(_iv(0, .1, .9))
+    for passed, contrasts in ((True, good), (False, good[1:])):
+        check = check_planted(SimpleNamespace(contrasts=contrasts))
+        assert check.passed is passed
+        for path in (tmp_path / "report", tmp_path / "instrument_check" / "report"):
+            path.mkdir(parents=True, exist_ok=True)
+            (path / "known_answer.json").write_text(dumps(check.to_json()))
+        assert known_answer.status(str(tmp_path)) == objective_weights.status(str(tmp_path)) == (0 if passed else 1)
+    assert known_answer.status(str(tmp_path / "nothing")) == 1  # no verdict written: not a pass
+    assert objective_weights.status(str(tmp_path / "nothing")) == 0  # the main job without --check
