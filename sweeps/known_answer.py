@@ -195,6 +195,12 @@ def replicate(argv: list[str], n: int) -> int:
     first = args.first_seed or REPLICATION_FIRST_SEED
     rest = _without(argv, "--languages", "--name", "--first-seed", "--seed-blocks")
     runs = [(k, first + b * args.seeds) for k in REPLICATION_LANGUAGES[:n] for b in range(args.seed_blocks)]
+    if args.plan:  # every check trains the same grid on another language: plan one, count them all
+        code = sweep_main(SWEEP, [*rest, "--first-seed", str(first), "--set",
+                                  f"data.corpus=planted:seed={REPLICATION_LANGUAGES[0]}"])
+        print(f"\n{len(runs)} checks like this one ({n} language(s) x {args.seed_blocks} seed block(s)): "
+              f"{len(runs)} x the total above", flush=True)
+        return code
     roots = {}
     for k, seed in runs:
         name = f"{base}-lang{k}" + (f"-seeds{seed}" if args.seed_blocks > 1 else "")
