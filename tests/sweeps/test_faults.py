@@ -25,11 +25,12 @@ OVERRIDES = ["optim.max_steps=60", "run.eval_every=20", "run.checkpoint_every=20
 
 
 def _trial_processes() -> list[psutil.Process]:
-    """The Ray worker processes running a Tune function trial (their title is ray::ImplicitFunc...)."""
+    """This test's Ray worker processes running a Tune function trial (their title is ray::ImplicitFunc...):
+    descendants of this process only (the local Ray it started), never another session's trials."""
     out = []
-    for p in psutil.process_iter(["cmdline"]):
+    for p in psutil.Process().children(recursive=True):
         try:
-            if any("ImplicitFunc" in part for part in (p.info["cmdline"] or [])):
+            if any("ImplicitFunc" in part for part in p.cmdline()):
                 out.append(p)
         except psutil.Error:
             continue
