@@ -41,3 +41,16 @@ def test_the_planted_mlm_effect_is_recovered_through_fine_tuning_and_not_without
     sabotaged, code = _known_answer(tmp_path, "sabotaged", "--sabotage")
     assert sabotaged[probe] == sabotaged[finetuned] == "not recovered", sabotaged
     assert code == 1
+
+
+def test_languages_with_plan_plans_one_check_counts_them_and_reads_no_export(tmp_path):
+    """--languages N --plan used to plan one language, then read N exports that no run had written
+    (ExportError); it plans one check and says how many it stands for, and trains nothing."""
+    cmd = [sys.executable, str(ROOT / "sweeps" / "known_answer.py"), "--languages", "2", "--seed-blocks", "2",
+           "--plan", "--hardware", "h100", "--storage", str(tmp_path), "--name", "plan"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "4 checks like this one (2 language(s) x 2 seed block(s))" in done.stdout
+    assert "measure" in done.stdout and "finetune" in done.stdout  # the planner's table of the one check
+    assert not list(tmp_path.glob("**/export"))  # nothing trained, nothing exported

@@ -35,11 +35,8 @@ def _tuner(tmp_path, name, specs, **kw):
 
 
 def _history(res):
-    """A trial's reported results, one row per report: Tune's ``metrics_dataframe``, or the trial's own
-    result.json where the former came back empty (it did once on a loaded machine, with every report on disk)."""
-    frame = res.metrics_dataframe
-    if frame is not None and "probe_score" in frame:
-        return frame
+    """A trial's reported results, one row per report, from the trial's own result.json (Tune's
+    ``metrics_dataframe`` came back empty once on a loaded machine, with every report on disk)."""
     lines = (Path(res.path) / "result.json").read_text().splitlines()
     return pd.DataFrame([json.loads(line) for line in lines if line.strip()])
 
