@@ -45,6 +45,7 @@ def _failures(experiment: Path) -> int:
 
 def test_a_killed_trial_worker_resumes_from_its_checkpoint_to_the_same_weights(ray_local, tmp_path):
     from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
 
     cache = tmp_path / "cache"
     cfg = build_config("smoke", "full", [*OVERRIDES, f"data.cache_dir={cache}"])
@@ -56,7 +57,10 @@ def test_a_killed_trial_worker_resumes_from_its_checkpoint_to_the_same_weights(r
         param_space={"spec": tune.grid_search([spec]), "probe_tasks": [], "cpus_per_trial": 1,
                      "storage_path": str(tmp_path / "exp")},
         run_config=tune.RunConfig(name="faults", storage_path=str(tmp_path / "exp"), verbose=0,
-                                  failure_config=tune.FailureConfig(max_failures=2)))
+                                  failure_config=tune.FailureConfig(max_failures=2),
+                                  # result.json, read below: Tune's automatic loggers are off in a process
+                                  # where a sweep's init_ray ran before (TUNE_DISABLE_AUTO_CALLBACK_LOGGERS)
+                                  callbacks=[JsonLoggerCallback()]))
     results = {}
     thread = threading.Thread(target=lambda: results.update(grid=tuner.fit()), daemon=True)
     thread.start()

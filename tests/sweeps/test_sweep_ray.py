@@ -25,18 +25,20 @@ PROBE = ["sentiment", "topic"]
 
 def _tuner(tmp_path, name, specs, **kw):
     from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
 
+    # result.json is asked for, as sweeps.runner.run_phase does: Tune's automatic loggers are off in any
+    # process where a sweep's init_ray ran before (TUNE_DISABLE_AUTO_CALLBACK_LOGGERS), as in a full suite
     return tune.Tuner(
         tune.with_resources(phases.flatten(pretrain_trainable), kw.pop("resources", {"CPU": 1})),
         param_space={"spec": tune.grid_search(specs), "probe_tasks": kw.pop("probe_tasks", PROBE),
                      "cpus_per_trial": 1, **kw.pop("extra", {})},
         tune_config=tune.TuneConfig(max_concurrent_trials=kw.pop("max_concurrent", 1), **kw),
-        run_config=tune.RunConfig(name=name, storage_path=str(tmp_path), verbose=0))
+        run_config=tune.RunConfig(name=name, storage_path=str(tmp_path), verbose=0, callbacks=[JsonLoggerCallback()]))
 
 
 def _history(res):
-    """A trial's reported results, one row per report, from the trial's own result.json (Tune's
-    ``metrics_dataframe`` came back empty once on a loaded machine, with every report on disk)."""
+    """A trial's reported results, one row per report, from the trial's own result.json."""
     lines = (Path(res.path) / "result.json").read_text().splitlines()
     return pd.DataFrame([json.loads(line) for line in lines if line.strip()])
 
@@ -85,8 +87,12 @@ def test_two_worker_gloo_ray_train_pretraining(ray_local, tmp_path):
 
 
 def _command(tmp_path, *extra, storage=None):
+    # The searched mix is not measured: ASHA stops a trial by comparing it with the trials that reached the
+    # rung before it, so with two trials at once on two cores the mix found depends on which got there first
+    # (docs/benchmarks.md). The search still runs, is resumed and exported; the autoscaling sweep measures a mix.
     return [sys.executable, str(REPO / "sweeps" / "objective_weights.py"), "--preset", "smoke", "--storage",
-            str(storage or tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner", *extra]
+            str(storage or tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner",
+            "--no-measure-best-mix", *extra]
 
 
 def _sweep(tmp_path, *extra):
@@ -144,13 +150,15 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
                            timeout=600, env={**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
     again = tmp_path / "fresh" / "s" / "export"
-    assert _measured(export) == _measured(again)
+    a, b = _measured(export), _measured(again)
+    differ = sorted({(part, r) for part in a for r in set(a[part]) | set(b[part]) if a[part].get(r) != b[part].get(r)})
+    assert not differ, differ  # (part, run_id) pairs that the fresh storage measured otherwise
     assert _table(tmp_path / "s") == _table(tmp_path / "fresh" / "s")
 
 
 def _measured(export: Path) -> dict:
-    """What the measurement grid measured: each run's tokens and intrinsic metrics, each eval's dev and test
-    values, each prediction (no times, no paths)."""
+    """What the measurement grid measured, per part and run: each run's tokens and intrinsic metrics, each
+    eval's dev and test values, each prediction (no times, no paths)."""
     runs = pd.read_parquet(export / "runs.parquet")
     runs = runs[runs.phase == "measure"].set_index("run_id").sort_index()
     keep = ["tokens_seen", "steps"] + [c for c in runs.columns if c.startswith(("mlm_", "pair_", "rtd_"))]
@@ -159,10 +167,11 @@ def _measured(export: Path) -> dict:
                                                               "lr"])
     preds = pd.read_parquet(export / "predictions.parquet").sort_values(["run_id", "task", "finetune_seed", "mode",
                                                                          "example_id"])
-    return {"runs": runs[keep].round(12).fillna("").to_dict(),
-            "evals": evals[["run_id", "task", "finetune_seed", "mode", "metric", "value", "dev_value"]]
-            .round(12).fillna("").to_dict("records"),
-            "predictions": preds[["run_id", "task", "example_id", "prediction"]].to_dict("records")}
+    evals = evals[["run_id", "task", "finetune_seed", "mode", "metric", "value", "dev_value"]].round(12).fillna("")
+    preds = preds[["run_id", "task", "example_id", "prediction"]]
+    return {"runs": runs[keep].round(12).fillna("").to_dict("index"),
+            "evals": {r: g.to_dict("records") for r, g in evals.groupby("run_id")},
+            "predictions": {r: g.to_dict("records") for r, g in preds.groupby("run_id")}}
 
 
 def _table(root: Path) -> list[dict]:
