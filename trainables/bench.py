@@ -48,7 +48,7 @@ from trainables.objectives import get_objective
 from trainables.presets import build_config
 from trainables.pretrain import pretrain_model, build_optimizer, build_pretraining_data, resolve_device, train_step
 from trainables.gpu_check.record import finite
-from trainables.runtime import Precision, autocast, cpu_bf16_flag, resolve_precision
+from trainables.runtime import Precision, autocast, cpu_bf16_flag, resolve_precision, set_allocator
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     CUDA, the measured one on a CPU); ``precision``: what ``bench_precisions`` takes. The top-level figures
     are at the first precision (the run's); ``by_precision`` has each one's."""
     cfg = build_config(preset, "full", overrides)
+    allocator = set_allocator(cfg.run.allocator)  # both sides share it (one process): --set run.allocator=system
     dev = resolve_device(cfg.run.device)
     precisions = bench_precisions(precision, cfg.run.precision, dev)
     data = build_pretraining_data(cfg)
@@ -174,6 +175,7 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     padded = sum(b.batch.input_ids.numel() for b in batches)
     result = {"preset": preset, "device": str(dev), "precision": main.name, "precision_why": main.why,
               "cpu_bf16": cpu_bf16_flag() if dev.type == "cpu" else None, "threads": torch.get_num_threads(),
+              "allocator": allocator.name, "allocator_why": allocator.why,
               "steps": steps, "rounds": rounds, "batch_size": cfg.optim.batch_size, "seq_len": cfg.data.seq_len,
               "vocab_size": V, "parameters": count_parameters(build_model(cfg.model, V, data.sp.pad, 0)),
               "padding_fraction": round(1 - sum(b.n_tokens for b in batches) / padded, 4),

@@ -314,6 +314,8 @@ class RunConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: str = "auto"  # auto (bf16 autocast on CUDA and on a CPU with native bf16, else fp32) | fp32 | bf16
     threads: int = 0  # torch CPU threads; 0 = leave torch's default
+    # retain (glibc keeps a step's freed memory for the next step instead of faulting it in again) | system
+    allocator: str = "retain"
     log_every: int = 10
     eval_every: int = 0  # 0 = only at the end
     eval_batches: int = 8  # held-out batches for intrinsic metrics
@@ -326,6 +328,7 @@ class RunConfig:
 
     def __post_init__(self):
         choice("run.precision", self.precision, ("auto", "fp32", "bf16"))
+        choice("run.allocator", self.allocator, ("retain", "system"))
         require(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                  f"run.device={self.device!r} is not valid; allowed: auto, cpu, cuda, cuda:N")
         for name in ("threads", "eval_every", "checkpoint_every"):

@@ -51,7 +51,8 @@ from trainables.model import PretrainModel, build_model, count_parameters, freez
 from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
 from trainables.presets import PRESETS, build_config, check_epochs
 from trainables.runtime import autocast as build_autocast
-from trainables.runtime import build_adamw, enable_tf32, resolve_device, resolve_precision, use_deterministic_kernels
+from trainables.runtime import (build_adamw, enable_tf32, resolve_device, resolve_precision, set_allocator,
+                                use_deterministic_kernels)
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -175,6 +176,7 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
         return done
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
+    allocator = set_allocator(cfg.run.allocator)  # before the first step's allocations
     rank, world = _world()
     dev = _training_device(cfg, device)
     if cfg.optim.batch_size % (world * cfg.optim.grad_accum):
@@ -201,9 +203,10 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     model.train()
     precision = resolve_precision(dev, cfg.run.precision)
-    log.info("pretraining %s: %d parameters, %d steps on %s in %s (%s; rank %d of %d)%s", cfg.objective.variant,
-             count_parameters(model.bert), run.steps, dev, precision.name, precision.why, rank, world,
-             f", budget {budget.target:.3g} {budget.kind}" if budget.kind != "steps" else "")
+    log.info("pretraining %s: %d parameters, %d steps on %s in %s (%s; rank %d of %d)%s; allocator %s (%s)",
+             cfg.objective.variant, count_parameters(model.bert), run.steps, dev, precision.name, precision.why,
+             rank, world, f", budget {budget.target:.3g} {budget.kind}" if budget.kind != "steps" else "",
+             allocator.name, allocator.why)
     start = Position(state.step, state.phase, state.epoch, state.batch)
     active = [get_objective(n) for n in cfg.objective.active]
     if state.step < budget.cap and not budget.spent(state.step, state.tokens_seen, state.flops):
@@ -351,13 +354,15 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
     if run.rank == 0:
         _log_scalars(run.tb, as_report(metrics), state.step)
         d, precision = run.data, resolve_precision(run.device, run.cfg.run.precision)
+        allocator = set_allocator(run.cfg.run.allocator)  # this process's, set at the start (idempotent)
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
                          tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
                          train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert),
                          budget=run.budget.kind, budget_target=run.budget.target,
                          planned_steps=run.budget.planned_steps,
                          masked_per_step=step_counts(d.steps, state.step).masked_per_step,
-                         precision=precision.name, precision_why=precision.why)
+                         precision=precision.name, precision_why=precision.why,
+                         allocator=allocator.name, allocator_why=allocator.why)
     if run.tb is not None:
         run.tb.close()
     # "final", not "done": Tune reserves "done" and sets it on the last result of a stopped trial too.

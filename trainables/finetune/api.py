@@ -28,7 +28,7 @@ from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import predict_logits, train_model
 from trainables.finetune.probe import probe_splits
 from trainables.finetune.selection import select_on_dev
-from trainables.runtime import enable_tf32, resolve_device, resolve_precision
+from trainables.runtime import enable_tf32, resolve_device, resolve_precision, set_allocator
 from trainables.schema import EvalRecord, PredictionRecord, build_table
 from trainables.task_types import TaskError, get_task_type
 from trainables.tasks import TaskData, TaskSpec, load_task, load_user_task, subsample, with_labels_from_train
@@ -191,8 +191,9 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
     run_id = run_id or path.name
     ck, dev = Checkpoint.load(path), _device(device, cfg)
     all_data = _load_all(list(tasks), list(task_files), cfg) + list(datasets or [])
-    precision = resolve_precision(dev, cfg.run.precision)
-    log.info("%s %s on %s in %s (%s)", mode, run_id, dev, precision.name, precision.why)
+    precision, allocator = resolve_precision(dev, cfg.run.precision), set_allocator(cfg.run.allocator)
+    log.info("%s %s on %s in %s (%s); allocator %s (%s)", mode, run_id, dev, precision.name, precision.why,
+             allocator.name, allocator.why)
     encoder = load_encoder(ck, dev, cfg.finetune.init) if mode == "probe" else None
     result, done, total = FinetuneResult(), 0, len(all_data) * len(seeds)
     writer = None
