@@ -60,14 +60,21 @@ def compute_spread(flops: dict[str, float], tolerance: float = 0.05) -> str:
 
 
 def vouched(check: dict | None, e: ContrastEstimate) -> str:
-    """' (instrument check: recovered)' when the check ran and measured a planted effect with ``e``'s contrast;
-    otherwise what it says (not recovered, not checkable at this size) or that it has no such control."""
+    """' (instrument check: recovered on planted_lexical (probe))' when the check ran and measured a planted
+    effect with ``e``'s contrast (the planted task named: the check is evidence that the pipeline recovers this
+    contrast's effect where one exists, not a check of ``e``'s own task); otherwise what it says (not
+    recovered, not checkable at this size) or that it has no such control."""
     if check is None:
         return ""
-    from analysis.known_answer import verdict_for
+    from analysis.known_answer import planted_tasks_for, verdict_for
 
-    verdict = verdict_for(check, dict(e.contrast.weights))
-    return f" (instrument check: {verdict})" if verdict else " (no planted control for this contrast)"
+    weights = dict(e.contrast.weights)
+    verdict = verdict_for(check, weights)
+    if not verdict:
+        return " (no planted control for this contrast)"
+    tasks = planted_tasks_for(check, weights)
+    where = f" on {', '.join(tasks)}" if tasks else ""  # the planted tasks' names: planted_lexical (probe), ...
+    return f" (instrument check: {verdict}{where})"
 
 
 def _said(c: Contributions, done: list[ContrastEstimate], check: dict | None = None) -> str:

@@ -200,12 +200,23 @@ def check_planted(contributions, effects=PLANTED_EFFECTS) -> PlantedCheck:
     return PlantedCheck(results, int(null_called), sum(iv.lo <= 0 <= iv.hi for iv in null), len(null), bool(nulls))
 
 
+def _same_contrast(check: dict, weights: dict) -> list[dict]:
+    return [e for e in check.get("effects", [])
+            if _same(e["weights"], weights) or _same({k: -v for k, v in e["weights"].items()}, weights)]
+
+
+def planted_tasks_for(check: dict, weights: dict) -> list[str]:
+    """The planted tasks on which the check measured ``weights``' contrast (either sign) with a verdict: what a
+    report's "recovered" is evidence of (the instrument recovers this contrast's effect where one was
+    planted), not a check of the report's own task."""
+    return list(dict.fromkeys(e["task"] for e in _same_contrast(check, weights) if e["verdict"] != NOT_CHECKABLE))
+
+
 def verdict_for(check: dict, weights: dict) -> str:
     """What the instrument check (``PlantedCheck.to_json()``) says of a report's contrast ``weights``: the
     verdict of the planted effects with the same contrast (either sign): recovered only when every such checkable
     effect was; '' when the check has no planted control for it."""
-    same = [e["verdict"] for e in check.get("effects", [])
-            if _same(e["weights"], weights) or _same({k: -v for k, v in e["weights"].items()}, weights)]
+    same = [e["verdict"] for e in _same_contrast(check, weights)]
     checked = [v for v in same if v != NOT_CHECKABLE]
     if not same:
         return ""

@@ -8,7 +8,8 @@ import pytest
 
 from analysis.bootstrap import Interval
 from analysis.known_answer import (NOT_CHECKABLE, PLANTED_EFFECTS, PlantedEffect, Replication, check_planted,
-                                   clopper_pearson, format_check, verdict_for)
+                                   clopper_pearson, format_check, planted_tasks_for,
+                                   verdict_for)
 
 
 def _iv(est, half, p, seeds=3):
@@ -48,6 +49,26 @@ def test_planted_effects_are_recovered_only_when_called_in_the_expected_directio
     assert verdict_for(as_json, lexical.weights) == "recovered"
     assert verdict_for(as_json, lexical2.weights) == "not recovered"
     assert verdict_for(as_json, discourse.weights) == NOT_CHECKABLE
+
+
+def test_a_headline_says_on_which_planted_task_its_contrast_was_recovered():
+    """A report's contrast on a real task (sentiment) is vouched for by the planted task the check measured it
+    on, and the headline says which: the check shows the pipeline recovers the effect where it is planted,
+    not that the report's own task was checked."""
+    from analysis.headline import vouched
+
+    lexical, lexical_ft = PLANTED_EFFECTS[:2]
+    good = [_estimate(e.task, e.weights, _iv(0.3, 0.05, 1e-5)) for e in PLANTED_EFFECTS]
+    as_json = check_planted(SimpleNamespace(contrasts=good + _null(_iv(0.0, 0.05, 0.9)))).to_json()
+    assert planted_tasks_for(as_json, lexical.weights) == [lexical.task, lexical_ft.task] != []
+    sentiment = _estimate("sentiment", {"mlm_only": 1.0, "none": -1.0}, _iv(0.1, 0.05, 1e-3))
+    assert vouched(as_json, sentiment) == " (instrument check: recovered on planted_lexical (probe), planted_lexical)"
+    discourse = PLANTED_EFFECTS[4]  # not checkable at this size: no planted task is named
+    assert vouched(as_json, _estimate("topic", discourse.weights, _iv(0.1, 0.05, 1e-3))) == \
+        " (instrument check: not checkable at this size)"
+    assert vouched(as_json, _estimate("topic", {"electra": 1.0, "none": -1.0}, _iv(0.1, 0.05, 1e-3))) == \
+        " (no planted control for this contrast)"
+    assert vouched(None, sentiment) == ""
 
 
 def test_the_check_passes_only_with_every_checkable_effect_and_the_null_rule():
