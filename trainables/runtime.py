@@ -192,7 +192,8 @@ def set_allocator(choice: str) -> Allocator:
 
     With glibc's defaults a step's large temporaries (the MLM logits of every masked position, the attention
     scores, the FFN's activations) are handed back to the kernel when freed and faulted in again, page by
-    page, by the next step: ~11,000 page faults per cpu-small step and a fifth of its time on 2 cores.
+    page, by the next step: ~11,000 page faults per cpu-small bf16 step at 2 threads, where the loop ran a
+    median 1.08x faster without them (no faster at 1 thread; docs/benchmarks.md).
     Process-wide and permanent (mallopt cannot be undone), so the first run of a process decides; a later
     ``system`` is told so. Numerics do not change: the same step gives the same bits either way."""
     global _allocator_set
