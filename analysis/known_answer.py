@@ -206,10 +206,13 @@ def _same_contrast(check: dict, weights: dict) -> list[dict]:
 
 
 def planted_tasks_for(check: dict, weights: dict) -> list[str]:
-    """The planted tasks on which the check measured ``weights``' contrast (either sign) with a verdict: what a
+    """The planted tasks on which the check gave ``weights``' contrast (either sign) the verdict ``verdict_for``
+    reports (all of them when recovered; the failing ones otherwise): what a
     report's "recovered" is evidence of (the instrument recovers this contrast's effect where one was
     planted), not a check of the report's own task."""
-    return list(dict.fromkeys(e["task"] for e in _same_contrast(check, weights) if e["verdict"] != NOT_CHECKABLE))
+    verdict = verdict_for(check, weights)  # the tasks that gave the verdict a report shows (a failure's, if any)
+    return list(dict.fromkeys(e["task"] for e in _same_contrast(check, weights) if e["verdict"] == verdict
+                              and verdict != NOT_CHECKABLE))
 
 
 def verdict_for(check: dict, weights: dict) -> str:

@@ -51,8 +51,8 @@ from trainables.model import PretrainModel, build_model, count_parameters, freez
 from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_loss
 from trainables.presets import PRESETS, build_config, check_epochs
 from trainables.runtime import autocast as build_autocast
-from trainables.runtime import (build_adamw, enable_tf32, resolve_device, resolve_precision, set_allocator,
-                                use_deterministic_kernels)
+from trainables.runtime import (build_adamw, current_allocator, enable_tf32, resolve_device, resolve_precision,
+                                set_allocator, use_deterministic_kernels)
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -354,7 +354,7 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
     if run.rank == 0:
         _log_scalars(run.tb, as_report(metrics), state.step)
         d, precision = run.data, resolve_precision(run.device, run.cfg.run.precision)
-        allocator = set_allocator(run.cfg.run.allocator)  # this process's, set at the start (idempotent)
+        allocator = current_allocator(run.cfg.run.allocator)  # what the start set (read, not set again)
         write_checkpoint(run.out, run.model, d.tokenizer, run.cfg, result, data_fingerprint=d.fingerprint,
                          tokenizer_sha256=d.corpus.manifest["tokenizer_sha256"], data_seed=d.data_seed,
                          train_tokens=d.corpus.train_tokens, parameters=count_parameters(run.model.bert),

@@ -217,6 +217,17 @@ def set_allocator(choice: str) -> Allocator:
         return _allocator_set
 
 
+def current_allocator(choice: str) -> Allocator:
+    """What this process's allocator is now, without setting it (run.json's record at a run's end: what
+    ``set_allocator`` did at its start, or glibc's defaults if nothing set it)."""
+    with _allocator_lock:
+        if _allocator_set is not None and _allocator_set.name == "retain":
+            return _allocator_set if choice == "retain" else Allocator(
+                "retain", "run.allocator=system asked, but an earlier run of this process set retain (permanent)")
+    return Allocator("system", "run.allocator=system: the C library's defaults" if choice == "system"
+                     else "nothing set it in this process: the C library's defaults")
+
+
 def autocast(device: torch.device, precision: str):
     """bf16 autocast where ``resolve_precision`` says bf16, a no-op (fp32) elsewhere. Under it the linear
     layers run in bf16 (attention too on CUDA; on a CPU it stays fp32: ``sdpa_fp32_on_cpu``), and the residual

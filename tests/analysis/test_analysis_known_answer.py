@@ -69,6 +69,10 @@ def test_a_headline_says_on_which_planted_task_its_contrast_was_recovered():
     assert vouched(as_json, _estimate("topic", {"electra": 1.0, "none": -1.0}, _iv(0.1, 0.05, 1e-3))) == \
         " (no planted control for this contrast)"
     assert vouched(None, sentiment) == ""
+    mixed = [_estimate(lexical_ft.task, lexical_ft.weights, _iv(0.1, 0.3, 0.5)) if e is lexical_ft else c
+             for e, c in zip(PLANTED_EFFECTS, good)]  # the probe recovers it, fine-tuning does not
+    mixed_json = check_planted(SimpleNamespace(contrasts=mixed + _null(_iv(0.0, 0.05, 0.9)))).to_json()
+    assert vouched(mixed_json, sentiment) == " (instrument check: not recovered on planted_lexical)"
 
 
 def test_the_check_passes_only_with_every_checkable_effect_and_the_null_rule():

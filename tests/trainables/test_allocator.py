@@ -85,6 +85,15 @@ def test_a_process_set_to_retain_says_so_when_a_later_run_asks_for_system(monkey
     assert name == "retain" and "earlier run of this process set retain" in why
 
 
+def test_a_runs_record_is_what_was_set_not_a_second_setting(monkeypatch):
+    """run.json reads the allocator at a run's end without setting it: had the start not set it, the record
+    says the C library's defaults were in force."""
+    monkeypatch.setattr(runtime, "_allocator_set", None)
+    assert runtime.current_allocator("retain") == ("system", "nothing set it in this process: the C library's "
+                                                             "defaults")
+    assert runtime._allocator_set is None  # reading did not set it
+
+
 def test_without_glibc_retain_falls_back_to_the_system_allocator_and_says_why(monkeypatch):
     monkeypatch.setattr(runtime, "_allocator_set", None)
     monkeypatch.setattr(runtime, "_mallopt", lambda: None)
