@@ -194,20 +194,18 @@ def set_allocator(choice: str) -> Allocator:
     scores, the FFN's activations) are handed back to the kernel when freed and faulted in again, page by
     page, by the next step: ~11,000 page faults per cpu-small bf16 step at 2 threads, where the loop ran a
     median 1.08x faster without them (no faster at 1 thread; docs/benchmarks.md).
-    Process-wide and permanent (mallopt cannot be undone), so the first run of a process decides; a later
-    ``system`` is told so. Numerics do not change: the same step gives the same bits either way."""
+    Process-wide and permanent once set (mallopt cannot be undone): a later ``system`` is told so. Numerics do not change: the same step gives the same bits either way."""
     global _allocator_set
     if choice not in ALLOCATORS:
         raise ConfigError(f"run.allocator={choice!r} is not valid; allowed: {', '.join(ALLOCATORS)}")
     with _allocator_lock:
-        if _allocator_set is not None and _allocator_set.name == "retain":
-            return _allocator_set if choice == "retain" else Allocator(
-                "retain", "run.allocator=system asked, but an earlier run of this process set retain (permanent)")
-        if choice == "system":
-            return Allocator("system", "run.allocator=system: the C library's defaults")
+        if choice == "system" or _allocator_set is not None:
+            return _in_force(choice)
         mallopt = _mallopt()
         if mallopt is None:
-            return Allocator("system", "run.allocator=retain needs glibc's mallopt; this C library is not glibc")
+            _allocator_set = Allocator("system", "run.allocator=retain needs glibc's mallopt; this C library is "
+                                                 "not glibc")
+            return _allocator_set
         failed = [name for name, (param, value) in RETAIN.items() if mallopt(param, value) != 1]
         if failed:
             log.warning("mallopt refused %s; the allocator keeps glibc's defaults for them", ", ".join(failed))
@@ -221,9 +219,16 @@ def current_allocator(choice: str) -> Allocator:
     """What this process's allocator is now, without setting it (run.json's record at a run's end: what
     ``set_allocator`` did at its start, or glibc's defaults if nothing set it)."""
     with _allocator_lock:
-        if _allocator_set is not None and _allocator_set.name == "retain":
-            return _allocator_set if choice == "retain" else Allocator(
-                "retain", "run.allocator=system asked, but an earlier run of this process set retain (permanent)")
+        return _in_force(choice)
+
+
+def _in_force(choice: str) -> Allocator:
+    """The allocator in force for a run asking for ``choice`` (under ``_allocator_lock``)."""
+    if _allocator_set is not None and choice == "retain":
+        return _allocator_set  # what set_allocator did (retain, or its fallback and why)
+    if _allocator_set is not None and _allocator_set.name == "retain":
+        return Allocator("retain", "run.allocator=system asked, but an earlier run of this process set retain "
+                                   "(permanent)")
     return Allocator("system", "run.allocator=system: the C library's defaults" if choice == "system"
                      else "nothing set it in this process: the C library's defaults")
 
