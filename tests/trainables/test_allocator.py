@@ -72,12 +72,9 @@ def test_retain_stops_each_step_faulting_its_memory_in_again_and_changes_no_bit(
     system, retain = _steps("system", "retain")
     assert system["allocator"][0] == "system" and retain["allocator"][0] == "retain"
     assert "trim_threshold=1024 MiB" in retain["allocator"][1]
-    # the workload is one where it matters: with the defaults each step faults in again ~16 MiB or more of
-    # what the last step freed (4 KiB pages; one fp32 logits tensor of its ~608 masked positions is 19 MiB)
-    assert system["faults_per_step"] > 2000, system
-    # the mean over steps under retain was ~1, ~990 or ~2,250 by process (a step now and then grows a heap);
-    # the median step faults 0-1 times, with the defaults 4,900-19,500
-    assert retain["faults_per_step"] < system["faults_per_step"] / 5, (retain, system)
+    # with retain the median step faults 0-1 times; with glibc's defaults it was 4,900-19,500 in most fresh
+    # processes but 1 in one (glibc's dynamic threshold had settled), so the defaults' count is not asserted
+    assert retain["faults_per_step"] < 100, retain  # one step's re-faulted fp32 logits alone would be ~4,900
     assert retain["losses"] == system["losses"]  # the same bits
 
 
