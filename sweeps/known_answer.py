@@ -1,8 +1,8 @@
 """The instrument check: the whole pipeline on a planted language whose answers are known.
 
-    python sweeps/known_answer.py                       # ~10 minutes on 2 CPU cores; exit 1 if the check fails
+    python sweeps/known_answer.py                       # ~20 minutes on 2 CPU cores; exit 1 if the check fails
     python sweeps/known_answer.py --seeds 5 --plan      # what it costs, without running it
-    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~50 minutes)
+    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~100 minutes)
     python sweeps/known_answer.py --sabotage            # must FAIL: fine-tuning and the probe ignore the checkpoint
 
 Data (``data.corpus=planted:seed=K``: ``trainables.data.planted``, language K) -> preparation ->
@@ -16,7 +16,7 @@ expected sign, the estimate [interval], Holm p over the checkable effects, and i
 The exit status is 1 when the check fails (a checkable effect not recovered, or the null task's rule
 broken), after writing the report. ``--languages N`` runs the check unchanged on N languages never used
 while designing it (``REPLICATION_LANGUAGES``), at pretraining seeds from ``REPLICATION_FIRST_SEED`` on
-(0-2 were used while designing), and prints per effect the share of languages where it was recovered
+(0-5 were used while designing protocols 1 and 2), and prints per effect the share of languages where it was recovered
 with its Clopper-Pearson interval, and whether the frozen rule held. ``--sabotage`` is the negative
 switch: ``finetune.init=random`` (each variant and seed gets its own fresh encoder: the contrasts keep
 their seed noise) and a 1-step pretraining (its weights are not read anyway); it must recover nothing.
@@ -40,9 +40,12 @@ PRESET = "known-answer"
 VARIANTS = "none,mlm_only,mlm_pairs,nsp_only,full,sop_only"  # the variants the planted effects name
 FINETUNE_TASKS = ("planted_lexical", "planted_discourse", "planted_null")  # fine-tuned; every one is also probed
 DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds per preset are sweeps.cli.PRESET_DEFAULTS
-# Languages and pretraining seeds never used while the check was designed (languages 0-2, seeds 0-2).
-REPLICATION_LANGUAGES = tuple(range(101, 121))
-REPLICATION_FIRST_SEED = 3
+# Languages and pretraining seeds never used while the check was designed. Protocol 1 (1,200 steps) was designed
+# on languages 0-2 at seeds 0-2 and replicated on languages 101-105 at seeds 3-5, where SOP stalled; protocol 2
+# (2,400 steps) was designed on those too (docs/known-answers.md), so its replication starts at 106, seed 6.
+PROTOCOL = 2
+REPLICATION_LANGUAGES = tuple(range(106, 126))
+REPLICATION_FIRST_SEED = 6
 SABOTAGE = ["finetune.init=random", "optim.max_steps=1"]
 CHECK_JSON, CHECK_MD = "known_answer.json", "known_answer.md"
 

@@ -37,7 +37,7 @@ def test_the_planted_mlm_effect_is_recovered_through_fine_tuning_and_not_without
     finetuned = ("MLM learns word classes, fine-tuned (mlm_only - none)", "planted_lexical")
     verdicts, code = _known_answer(tmp_path, "check")
     assert verdicts[probe] == verdicts[finetuned] == "recovered", verdicts
-    assert code == 1  # a reduced check measures 2 of the 4 checkable effects: the gate does not pass it
+    assert code == 1  # a reduced check measures 2 of the 3 checkable effects: the gate does not pass it
     sabotaged, code = _known_answer(tmp_path, "sabotaged", "--sabotage")
     assert sabotaged[probe] == sabotaged[finetuned] == "not recovered", sabotaged
     assert code == 1
