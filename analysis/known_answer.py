@@ -62,14 +62,15 @@ PLANTED_EFFECTS = (
                   LEXICAL_FT, +1, "the same through fine-tuning: a fine-tuning that ignored the checkpoint fails it"),
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
                   "the same, with NSP on both sides"),
-    # Not checkable at this size since protocol 2: at 1,200 steps SOP alone stays at its initial plateau (loss ln 2,
-    # every [CLS] alike) on ~1 seed in 6 (4 of 24), and 3 seeds cannot absorb one; another rate (5e-4, 2e-3), a
-    # shorter warmup or no weight decay changed which seeds stalled, not whether; at 2,400 steps every seed trained
-    # SOP (held-out 0.996-1.000) but the order probe on unseen markers still spanned 0 (language 102: 0.66, 1.00,
-    # 0.99 against none's 0.48-0.49) and NSP alone learned the order as well (0.76-0.96). docs/known-answers.md.
+    # Not checkable at this size since protocol 2: at 1,200 steps SOP alone had not trained on 4 of 24 seeds (two
+    # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds cannot absorb
+    # one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those seeds stalled, not
+    # whether; at 2,400 steps every seed of language 102 trained SOP (held-out 0.996-1.000) but the order probe on
+    # unseen markers still spanned 0 (0.66, 1.00, 0.99 against none's 0.48-0.49), and NSP alone learned the order
+    # as well (0.76-0.96). docs/known-answers.md, "Protocol 2".
     PlantedEffect("SOP learns the order (sop_only - none)", {"sop_only": 1.0, "none": -1.0}, ORDER, +1,
                   "only stage markers tell the order, and the test's markers are unseen in train; SOP alone stalls "
-                  "at its initial plateau on ~1 seed in 6 at this size", checkable=False),
+                  "or trains late on ~1 seed in 6 at this size", checkable=False),
     # Not checkable at this size: at 1,200 steps NSP's head learns word overlap (and, before NSP's negatives were
     # placed as B is, where B starts in a sentence), which a zero-parameter rule also finds; on tasks without such a
     # cue (B continues A's topic with no shared word; B is the next stage) full's own NSP head scores 0.48-0.53

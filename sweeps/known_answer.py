@@ -1,8 +1,8 @@
 """The instrument check: the whole pipeline on a planted language whose answers are known.
 
-    python sweeps/known_answer.py                       # ~20 minutes on 2 CPU cores; exit 1 if the check fails
+    python sweeps/known_answer.py                       # ~14 minutes on 2 CPU cores; exit 1 if the check fails
     python sweeps/known_answer.py --seeds 5 --plan      # what it costs, without running it
-    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~100 minutes)
+    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~70 minutes)
     python sweeps/known_answer.py --sabotage            # must FAIL: fine-tuning and the probe ignore the checkpoint
 
 Data (``data.corpus=planted:seed=K``: ``trainables.data.planted``, language K) -> preparation ->
@@ -40,9 +40,10 @@ PRESET = "known-answer"
 VARIANTS = "none,mlm_only,mlm_pairs,nsp_only,full,sop_only"  # the variants the planted effects name
 FINETUNE_TASKS = ("planted_lexical", "planted_discourse", "planted_null")  # fine-tuned; every one is also probed
 DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds per preset are sweeps.cli.PRESET_DEFAULTS
-# Languages and pretraining seeds never used while the check was designed. Protocol 1 (1,200 steps) was designed
-# on languages 0-2 at seeds 0-2 and replicated on languages 101-105 at seeds 3-5, where SOP stalled; protocol 2
-# (2,400 steps) was designed on those too (docs/known-answers.md), so its replication starts at 106, seed 6.
+# Languages and pretraining seeds never used while the check was designed. Protocol 1 was designed on languages
+# 0-2 at seeds 0-2 and replicated on languages 101-105 at seeds 3-5, where SOP's effect failed; protocol 2 (SOP's
+# effect not checkable, all else unchanged) was designed on those (and seed 9 of language 101: docs/known-answers.md),
+# so its replication starts at language 106, seed 6.
 PROTOCOL = 2
 REPLICATION_LANGUAGES = tuple(range(106, 126))
 REPLICATION_FIRST_SEED = 6
