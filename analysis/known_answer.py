@@ -63,8 +63,8 @@ PLANTED_EFFECTS = (
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
                   "the same, with NSP on both sides"),
     # Not checkable at this size since protocol 2: at 1,200 steps SOP alone had not trained on 4 of 24 seeds (two
-    # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds cannot absorb
-    # one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those seeds stalled, not
+    # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds
+    # cannot absorb one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those seeds stalled, not
     # whether; at 2,400 steps every seed of language 102 trained SOP (held-out 0.996-1.000) but the order probe on
     # unseen markers still spanned 0 (0.66, 1.00, 0.99 against none's 0.48-0.49), and NSP alone learned the order
     # as well (0.76-0.96). docs/known-answers.md, "Protocol 2".
