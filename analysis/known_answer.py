@@ -64,10 +64,10 @@ PLANTED_EFFECTS = (
                   "the same, with NSP on both sides"),
     # Not checkable at this size since protocol 2: at 1,200 steps SOP alone had not trained on 4 of 24 seeds (two
     # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds
-    # cannot absorb one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those seeds stalled, not
-    # whether; at 2,400 steps every seed of language 102 trained SOP (held-out 0.996-1.000) but the order probe on
-    # unseen markers still spanned 0 (0.66, 1.00, 0.99 against none's 0.48-0.49), and NSP alone learned the order
-    # as well (0.76-0.96). docs/known-answers.md, "Protocol 2".
+    # cannot absorb one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those
+    # seeds stalled, not whether; at 2,400 steps every seed of language 102 trained SOP (held-out 0.996-1.000) but
+    # the order probe on unseen markers still spanned 0 (0.66, 1.00, 0.99 against none's 0.48-0.49), and NSP alone
+    # learned the order as well (0.76-0.96). docs/known-answers.md, "Protocol 2".
     PlantedEffect("SOP learns the order (sop_only - none)", {"sop_only": 1.0, "none": -1.0}, ORDER, +1,
                   "only stage markers tell the order, and the test's markers are unseen in train; SOP alone stalls "
                   "or trains late on ~1 seed in 6 at this size", checkable=False),
