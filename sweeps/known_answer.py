@@ -135,7 +135,7 @@ def _write_check(rep, root: str) -> str:
     out_dir = Path(root) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / CHECK_MD).write_text(text + "\n")
-    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus}) + "\n")
+    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus, "protocol": PROTOCOL}) + "\n")
     return text
 
 
@@ -216,7 +216,7 @@ def replicate(argv: list[str], n: int) -> int:
             return 2
         roots[(k, seed)] = experiment_root(argparse_ns(args, name), SWEEP.script)
     rep = Replication({key: check_planted(build_report(f"{r}/export").contributions) for key, r in roots.items()})
-    text = rep.format(sabotaged=args.sabotage)
+    text = f"protocol {PROTOCOL} (docs/known-answers.md)\n\n" + rep.format(sabotaged=args.sabotage)
     out = Path(experiment_root(argparse_ns(args, base), SWEEP.script))
     out.mkdir(parents=True, exist_ok=True)
     (out / "replication.md").write_text(text + "\n")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sweeps.known_answer import PROTOCOL
+
 ROOT = Path(__file__).resolve().parents[2]
 REDUCED = ["--variants", "mlm_only,none", "--tasks", "planted_lexical", "--seeds", "3", "--quiet",
            "--set", "optim.max_steps=500"]  # the lexical effect is large by 500 steps; the full check runs 1,200
@@ -26,8 +28,9 @@ def _known_answer(tmp_path, name, *extra) -> tuple[dict, int]:
     report = tmp_path / name / "report"
     table = (report / "known_answer.md").read_text()
     assert table.splitlines()[0] in done.stdout  # printed first, and written
-    verdicts = {(e["name"], e["task"]): e["verdict"] for e in json.loads((report / "known_answer.json").read_text())
-                ["effects"]}
+    written = json.loads((report / "known_answer.json").read_text())
+    assert written["protocol"] == PROTOCOL  # which frozen protocol gave these verdicts
+    verdicts = {(e["name"], e["task"]): e["verdict"] for e in written["effects"]}
     return verdicts, done.returncode
 
 
