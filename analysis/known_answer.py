@@ -4,8 +4,8 @@
     check = check_planted(report.contributions)      # one row per planted effect, and the null task
     print(format_check(check)); check.passed           # the gate: every checkable effect and the null rule
 
-The rule, frozen before each replication on new languages (docs/known-answers.md; protocol 2 since SOP's
-plateau, ``sweeps.known_answer.PROTOCOL``):
+The rule, frozen before each replication on new languages (docs/known-answers.md; protocol 3 since NSP alone
+learned MLM's word classes on some seeds, ``sweeps.known_answer.PROTOCOL``):
 
 * A checkable planted effect is **recovered** when its contrast on its task is called in the expected
   direction: a reliable interval (>= 3 pretraining seeds) that excludes 0 on the expected side, with a
@@ -21,8 +21,10 @@ plateau, ``sweeps.known_answer.PROTOCOL``):
 Each effect is read where it lives: MLM's and SOP's in the frozen encoder (the linear probe), MLM's also
 through fine-tuning (so that a fine-tuning that ignores the checkpoint fails the check), NSP's loss effect
 fine-tuned with a fresh [CLS] head (``finetune.head=cls``: no pooler trained by NSP is credited). NSP's loss
-effect, the input-format effect, SOP instead of NSP and (since protocol 2) SOP's own order effect are measured
-and shown, but not checkable at this size (the comments at ``PLANTED_EFFECTS`` say what was measured).
+effect, the input-format effect, SOP instead of NSP, SOP's own order effect (since protocol 2) and MLM over NSP
+alone (since protocol 3) are measured and shown, but not checkable at this size (the comments at
+``PLANTED_EFFECTS`` say what was measured): the gate is MLM's word classes, by the probe and fine-tuned, and
+the null task.
 """
 
 from __future__ import annotations
@@ -60,8 +62,14 @@ PLANTED_EFFECTS = (
                   "content words' classes show only in their contexts; the test's words are unseen in train"),
     PlantedEffect("MLM learns word classes, fine-tuned (mlm_only - none)", {"mlm_only": 1.0, "none": -1.0},
                   LEXICAL_FT, +1, "the same through fine-tuning: a fine-tuning that ignored the checkpoint fails it"),
+    # Not checkable at this size since protocol 3: NSP's pairs share their document's topic words, so NSP alone can
+    # learn the word classes, and on 3 of 10 replication languages one nsp_only seed did (lexical probe 0.85 on
+    # 102, 0.76 on 106, 0.83 on 107, against 0.48-0.64 for the others); with none's probe on the held-out words
+    # swinging 0.33-0.62 (106-109), a 3-seed interval spanned 0 on those three. The planted answer is "MLM adds
+    # to what NSP may already have", not certain by construction. docs/known-answers.md, "Protocol 3".
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
-                  "the same, with NSP on both sides"),
+                  "the same, with NSP on both sides; NSP alone learns the classes on some seeds (its pairs share "
+                  "topic words)", checkable=False),
     # Not checkable at this size since protocol 2: at 1,200 steps SOP alone had not trained on 4 of 24 seeds (two
     # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds
     # cannot absorb one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those

@@ -1,8 +1,8 @@
 """The instrument check: the whole pipeline on a planted language whose answers are known.
 
-    python sweeps/known_answer.py                       # ~14 minutes on 2 CPU cores; exit 1 if the check fails
+    python sweeps/known_answer.py                       # ~14-20 minutes on 2 CPU cores; exit 1 if it fails
     python sweeps/known_answer.py --seeds 5 --plan      # what it costs, without running it
-    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~70 minutes)
+    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~90 minutes)
     python sweeps/known_answer.py --sabotage            # must FAIL: fine-tuning and the probe ignore the checkpoint
 
 Data (``data.corpus=planted:seed=K``: ``trainables.data.planted``, language K) -> preparation ->
@@ -16,10 +16,12 @@ expected sign, the estimate [interval], Holm p over the checkable effects, and i
 The exit status is 1 when the check fails (a checkable effect not recovered, or the null task's rule
 broken), after writing the report. ``--languages N`` runs the check unchanged on N languages never used
 while designing it (``REPLICATION_LANGUAGES``), at pretraining seeds from ``REPLICATION_FIRST_SEED`` on
-(0-5 were used while designing protocols 1 and 2), and prints per effect the share of languages where it was recovered
+(0-8 were used while designing protocols 1-3), and prints per effect the share of languages where it was recovered
 with its Clopper-Pearson interval, and whether the frozen rule held. ``--sabotage`` is the negative
 switch: ``finetune.init=random`` (each variant and seed gets its own fresh encoder: the contrasts keep
-their seed noise) and a 1-step pretraining (its weights are not read anyway); it must recover nothing.
+their seed noise) and a 1-step pretraining (its weights are not read anyway); it must recover nothing
+(its languages: ``SABOTAGE_LANGUAGES``). ``--resume`` with the same ``--name`` keeps the checks a
+replication finished and continues the rest.
 """
 
 from __future__ import annotations
@@ -42,11 +44,16 @@ FINETUNE_TASKS = ("planted_lexical", "planted_discourse", "planted_null")  # fin
 DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds per preset are sweeps.cli.PRESET_DEFAULTS
 # Languages and pretraining seeds never used while the check was designed. Protocol 1 was designed on languages
 # 0-2 at seeds 0-2 and replicated on languages 101-105 at seeds 3-5, where SOP's effect failed; protocol 2 (SOP's
-# effect not checkable, all else unchanged) was designed on those (and seed 9 of language 101: docs/known-answers.md),
-# so its replication starts at language 106, seed 6.
-PROTOCOL = 2
-REPLICATION_LANGUAGES = tuple(range(106, 126))
-REPLICATION_FIRST_SEED = 6
+# effect not checkable, all else unchanged) was designed on those (and seed 9 of language 101: docs/known-answers.md)
+# and replicated on languages 106-110 at seeds 6-8, where MLM over NSP alone failed; protocol 3 (that contrast not
+# checkable either, all else unchanged) was designed on those, so its replication starts at language 111, seed 9.
+PROTOCOL = 3
+REPLICATION_LANGUAGES = tuple(range(111, 131))
+REPLICATION_FIRST_SEED = 9
+# A sabotaged check reads no pretrained weight (each variant and seed gets a fresh encoder), so it spends no new
+# language: the negative switch runs on languages from 106 on, at seeds from 6 on (where it was started).
+SABOTAGE_LANGUAGES = tuple(range(106, 126))
+SABOTAGE_FIRST_SEED = 6
 SABOTAGE = ["finetune.init=random", "optim.max_steps=1"]
 CHECK_JSON, CHECK_MD = "known_answer.json", "known_answer.md"
 
@@ -74,9 +81,9 @@ def parse(sweep: Sweep, argv: list[str] | None):
     bad = [m for m in args.modes if m not in ("finetune", "probe")]
     if bad or not args.modes:
         raise ConfigError(f"--modes {','.join(args.modes)!r}: unknown {bad or 'empty list'}; allowed: finetune, probe")
-    if not 0 <= args.languages <= len(REPLICATION_LANGUAGES):
-        raise ConfigError(f"--languages {args.languages} is not valid; allowed: 0 (language 0 only) to "
-                          f"{len(REPLICATION_LANGUAGES)}")
+    langs = SABOTAGE_LANGUAGES if args.sabotage else REPLICATION_LANGUAGES
+    if not 0 <= args.languages <= len(langs):
+        raise ConfigError(f"--languages {args.languages} is not valid; allowed: 0 (language 0 only) to {len(langs)}")
     if args.seed_blocks < 1:
         raise ConfigError(f"--seed-blocks {args.seed_blocks} must be >= 1")
     if args.first_seed < 0:
@@ -189,32 +196,38 @@ SWEEP = Sweep("known_answer", __doc__, run, defaults=DEFAULTS, parse=parse, repo
 
 def replicate(argv: list[str], n: int) -> int:
     """The check on ``n`` new languages (x ``--seed-blocks`` disjoint seed blocks), each its own experiment
-    ``<name>-lang<K>[-seeds<S>]``, then the replication table; exit 1 when the frozen rule does not hold."""
+    ``<name>-lang<K>[-seeds<S>]``, then the replication table; exit 1 when the frozen rule does not hold.
+    With ``--resume`` a check that wrote its verdict is kept as it is and an interrupted one is continued, so
+    a replication stopped after some checks loses none of them."""
     from analysis.known_answer import Replication, check_planted
     from analysis.report import build_report
     from sweeps.cli import experiment_root
 
     args = SWEEP.parse(SWEEP, argv)
     base = args.name or f"known_answer-{args.preset}-languages" + ("-sabotaged" if args.sabotage else "")
-    first = args.first_seed or REPLICATION_FIRST_SEED
+    langs = SABOTAGE_LANGUAGES if args.sabotage else REPLICATION_LANGUAGES
+    first = args.first_seed or (SABOTAGE_FIRST_SEED if args.sabotage else REPLICATION_FIRST_SEED)
     rest = _without(argv, "--languages", "--name", "--first-seed", "--seed-blocks")
-    runs = [(k, first + b * args.seeds) for k in REPLICATION_LANGUAGES[:n] for b in range(args.seed_blocks)]
+    runs = [(k, first + b * args.seeds) for k in langs[:n] for b in range(args.seed_blocks)]
     if args.plan:  # every check trains the same grid on another language: plan one, count them all
-        code = sweep_main(SWEEP, [*rest, "--first-seed", str(first), "--set",
-                                  f"data.corpus=planted:seed={REPLICATION_LANGUAGES[0]}"])
+        code = sweep_main(SWEEP, [*rest, "--first-seed", str(first), "--set", f"data.corpus=planted:seed={langs[0]}"])
         print(f"\n{len(runs)} checks like this one ({n} language(s) x {args.seed_blocks} seed block(s)): "
               f"{len(runs)} x the total above", flush=True)
         return code
     roots = {}
     for k, seed in runs:
         name = f"{base}-lang{k}" + (f"-seeds{seed}" if args.seed_blocks > 1 else "")
-        print(f"\n=== language {k}, seeds {seed}-{seed + args.seeds - 1} ({len(roots) + 1} of {len(runs)}): "
-              f"{name} ===", flush=True)
-        code = sweep_main(SWEEP, [*rest, "--name", name, "--first-seed", str(seed), "--set",
-                                  f"data.corpus=planted:seed={k}"])
-        if code == 2:
-            return 2
-        roots[(k, seed)] = experiment_root(argparse_ns(args, name), SWEEP.script)
+        root = experiment_root(argparse_ns(args, name), SWEEP.script)
+        head = f"language {k}, seeds {seed}-{seed + args.seeds - 1} ({len(roots) + 1} of {len(runs)}): {name}"
+        if args.resume and _finished(root):
+            print(f"\n=== {head}: finished before, kept (--resume) ===", flush=True)
+        else:
+            print(f"\n=== {head} ===", flush=True)
+            code = sweep_main(SWEEP, [*rest, "--name", name, "--first-seed", str(seed), "--set",
+                                      f"data.corpus=planted:seed={k}"])
+            if code == 2:
+                return 2
+        roots[(k, seed)] = root
     rep = Replication({key: check_planted(build_report(f"{r}/export").contributions) for key, r in roots.items()})
     text = f"protocol {PROTOCOL} (docs/known-answers.md)\n\n" + rep.format(sabotaged=args.sabotage)
     out = Path(experiment_root(argparse_ns(args, base), SWEEP.script))
@@ -222,6 +235,13 @@ def replicate(argv: list[str], n: int) -> int:
     (out / "replication.md").write_text(text + "\n")
     print("\n" + text + f"\n\nreplication table: {out / 'replication.md'}", flush=True)
     return 0 if (rep.sabotage_holds if args.sabotage else rep.holds) else 1
+
+
+def _finished(root: str) -> bool:
+    """Whether the check at ``root`` wrote its export and its verdict (the last thing a check writes). On
+    remote storage it is not looked up: ``--resume`` restores it instead, which finishes at once."""
+    return "://" not in root and (Path(root) / "export" / "runs.parquet").exists() and \
+        (Path(root) / "report" / CHECK_JSON).exists()
 
 
 def argparse_ns(args, name: str):

@@ -30,25 +30,32 @@ def test_planted_effects_are_recovered_only_when_called_in_the_expected_directio
     contrasts = [
         _estimate(lexical.task, lexical.weights, _iv(0.30, 0.05, 1e-4)),  # recovered
         _estimate(lexical_ft.task, {"none": 1.0, "mlm_only": -1.0}, _iv(-0.25, 0.05, 1e-4)),  # derived the other way
-        _estimate(lexical2.task, lexical2.weights, _iv(-0.20, 0.05, 1e-4)),  # resolved, wrong sign
+        _estimate(lexical2.task, lexical2.weights, _iv(0.30, 0.05, 1e-6)),  # not checkable (protocol 3): no verdict
         _estimate(order.task, order.weights, _iv(0.30, 0.05, 1e-6)),  # not checkable (protocol 2): no verdict
         _estimate(discourse.task, discourse.weights, _iv(0.30, 0.05, 1e-6)),  # not checkable: no verdict
         *_null(_iv(0.01, 0.05, 0.7), _iv(0.08, 0.05, 0.04)),  # the second misses 0 but is not called after Holm
     ]
     check = check_planted(SimpleNamespace(contrasts=contrasts))
     assert [r.recovered for r in check.effects] == [True, True, False, False, False, False, False]
-    assert [r.verdict for r in check.effects][3:] == [NOT_CHECKABLE] * 4
+    assert [r.verdict for r in check.effects][2:] == [NOT_CHECKABLE] * 5
     assert check.effects[1].interval.estimate == 0.25 and check.effects[1].interval.lo == 0.2
     assert (check.null_called, check.null_covered, check.null_total) == (0, 1, 2) and check.null_passes
-    assert not check.passed
+    assert check.passed
+    assert format_check(check).startswith(
+        "instrument check PASSED: 2 of 2 planted effects recovered (MLM contribution, SOP learns the order, NSP "
+        "loss effect, input-format effect, SOP instead of NSP on order: not checkable at this size)")
+    wrong = [_estimate(lexical.task, lexical.weights, _iv(-0.20, 0.05, 1e-4)), *contrasts[1:]]  # resolved, wrong sign
+    check = check_planted(SimpleNamespace(contrasts=wrong))
+    assert [r.verdict for r in check.effects][:2] == ["not recovered", "recovered"] and not check.passed
     text = format_check(check)
-    assert text.startswith("instrument check FAILED: 2 of 3 planted effects recovered (SOP learns the order, NSP "
-                           "loss effect, input-format effect, SOP instead of NSP on order: not checkable at this size)")
-    assert text.count("**recovered**") == 2 and "not recovered" in text
+    assert text.startswith("instrument check FAILED: 1 of 2 planted effects recovered")
+    assert text.count("**recovered**") == 1 and "not recovered" in text
     as_json = check.to_json()  # a report's mlm_only - none is vouched for only if every planted control of it passed
-    assert verdict_for(as_json, lexical.weights) == "recovered"
-    assert verdict_for(as_json, lexical2.weights) == "not recovered"
+    assert verdict_for(as_json, lexical.weights) == "not recovered"
+    assert verdict_for(as_json, lexical2.weights) == NOT_CHECKABLE
     assert verdict_for(as_json, discourse.weights) == NOT_CHECKABLE
+    fine = check_planted(SimpleNamespace(contrasts=contrasts)).to_json()
+    assert verdict_for(fine, lexical.weights) == "recovered"
 
 
 def test_a_headline_says_on_which_planted_task_its_contrast_was_recovered():
@@ -78,7 +85,7 @@ def test_a_headline_says_on_which_planted_task_its_contrast_was_recovered():
 def test_the_check_passes_only_with_every_checkable_effect_and_the_null_rule():
     good = [_estimate(e.task, e.weights, _iv(0.3, 0.05, 1e-5)) for e in PLANTED_EFFECTS]
     passed = check_planted(SimpleNamespace(contrasts=good + _null(_iv(0.0, 0.05, 0.9))))
-    assert passed.passed and passed.headline().startswith("instrument check PASSED: 3 of 3")
+    assert passed.passed and passed.headline().startswith("instrument check PASSED: 2 of 2")
     called_null = check_planted(SimpleNamespace(contrasts=good + _null(_iv(0.0, 0.05, 0.9), _iv(0.2, 0.05, 1e-6))))
     assert called_null.null_called == 1 and not called_null.null_passes and not called_null.passed
     assert "FAILS its rule: 1 of 2" in format_check(called_null)
@@ -132,7 +139,7 @@ def test_replication_counts_languages_and_applies_the_frozen_rule():
     rep = Replication({**checks, 9: check_planted(SimpleNamespace(contrasts=bad))})
     assert rep.holds and rep.rows()[0][1:] == (4, 5) and rep.rows()[-2] == ("the whole check passed", 4, 5)
     assert "| 4 of 5 | 0.80 [0.28, 0.99] |" in rep.format()
-    assert rep.recoveries == (12, 15) and not rep.sabotage_holds
+    assert rep.recoveries == (8, 10) and not rep.sabotage_holds  # 2 checkable effects per check
     two_bad = Replication({**checks, 8: checks[0],
                            9: check_planted(SimpleNamespace(contrasts=bad)),
                            10: check_planted(SimpleNamespace(contrasts=bad))})
@@ -145,10 +152,10 @@ def test_the_sabotage_rule_allows_no_passing_check_and_at_most_5_percent_of_effe
         return check_planted(SimpleNamespace(contrasts=[_estimate(e.task, e.weights, iv)
                                                         for e, iv in zip(PLANTED_EFFECTS, ivs)] + _null(_iv(0, .1, .9))))
     quiet = {(k, 3): one(0) for k in range(19)}
-    assert Replication({**quiet, (99, 3): one(1)}).sabotage_holds  # 1 of 60 effects: 1.7%
+    assert Replication({**quiet, (99, 3): one(1)}).sabotage_holds  # 1 of 40 effects: 2.5%
     assert not Replication({**quiet, (99, 3): one(4)}).sabotage_holds  # a sabotaged check passed
     many = Replication({**{(k, 3): one(1) for k in range(5)}, **{(k, 3): one(0) for k in range(5, 20)}})
-    assert many.recoveries == (5, 60) and not many.sabotage_holds  # 8.3%
+    assert many.recoveries == (5, 40) and not many.sabotage_holds  # 12.5%
     assert "sabotaged check(s)" in many.format(sabotaged=True) and "DOES NOT HOLD" in many.format(sabotaged=True)
 
 

@@ -40,7 +40,7 @@ def test_the_planted_mlm_effect_is_recovered_through_fine_tuning_and_not_without
     finetuned = ("MLM learns word classes, fine-tuned (mlm_only - none)", "planted_lexical")
     verdicts, code = _known_answer(tmp_path, "check")
     assert verdicts[probe] == verdicts[finetuned] == "recovered", verdicts
-    assert code == 1  # a reduced check measures 2 of the 3 checkable effects: the gate does not pass it
+    assert code == 1  # a reduced check measures no null task: the gate does not pass it
     sabotaged, code = _known_answer(tmp_path, "sabotaged", "--sabotage")
     assert sabotaged[probe] == sabotaged[finetuned] == "not recovered", sabotaged
     assert code == 1
@@ -57,3 +57,37 @@ def test_languages_with_plan_plans_one_check_counts_them_and_reads_no_export(tmp
     assert "4 checks like this one (2 language(s) x 2 seed block(s))" in done.stdout
     assert "measure" in done.stdout and "finetune" in done.stdout  # the planner's table of the one check
     assert not list(tmp_path.glob("**/export"))  # nothing trained, nothing exported
+
+
+def test_a_resumed_replication_keeps_the_checks_it_finished_and_continues_the_rest(tmp_path, monkeypatch):
+    """An interrupted replication loses nothing it had finished: with --resume a check that wrote its export
+    and verdict is not run again, every other one is run with --resume (Tune continues an interrupted one);
+    the sabotaged checks run on their own languages (from 106), the replication on protocol 3's (from 111)."""
+    import analysis.known_answer as ak
+    import analysis.report as ar
+    from sweeps import known_answer
+
+    calls = []
+    monkeypatch.setattr(known_answer, "sweep_main", lambda sweep, argv: calls.append(argv) or 1)
+    monkeypatch.setattr(ar, "build_report", lambda path: type("R", (), {"contributions": path})())
+    nothing = ak.PlantedCheck([ak.EffectResult(e, None, float("nan")) for e in ak.PLANTED_EFFECTS], 0, 0, 0)
+    monkeypatch.setattr(ak, "check_planted", lambda contributions: nothing)  # no effect measured, none recovered
+    base = ["--languages", "2", "--seed-blocks", "2", "--storage", str(tmp_path), "--name", "r"]
+    done = tmp_path / "r-lang106-seeds6"  # finished: export and verdict
+    (done / "export").mkdir(parents=True)
+    (done / "export" / "runs.parquet").write_bytes(b"")
+    (done / "report").mkdir()
+    (done / "report" / "known_answer.json").write_text("{}")
+    half = tmp_path / "r-lang107-seeds6"  # interrupted after its export, before its verdict
+    (half / "export").mkdir(parents=True)
+    (half / "export" / "runs.parquet").write_bytes(b"")
+    assert known_answer.main([*base, "--sabotage", "--resume"]) == 0  # the fakes recover nothing: the switch holds
+    ran = [a[a.index("--name") + 1] for a in calls]
+    assert ran == ["r-lang106-seeds9", "r-lang107-seeds6", "r-lang107-seeds9"]
+    assert all("--resume" in a and "--sabotage" in a for a in calls)
+    assert (tmp_path / "r" / "replication.md").read_text().count("sabotaged check(s)") == 1
+    calls.clear()
+    assert known_answer.main([*base, "--name", "p"]) == 1  # nothing recovered: the frozen rule does not hold
+    assert [a[a.index("--name") + 1] for a in calls] == ["p-lang111-seeds9", "p-lang111-seeds12",
+                                                         "p-lang112-seeds9", "p-lang112-seeds12"]
+
