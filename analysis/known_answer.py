@@ -62,14 +62,15 @@ PLANTED_EFFECTS = (
                   "content words' classes show only in their contexts; the test's words are unseen in train"),
     PlantedEffect("MLM learns word classes, fine-tuned (mlm_only - none)", {"mlm_only": 1.0, "none": -1.0},
                   LEXICAL_FT, +1, "the same through fine-tuning: a fine-tuning that ignored the checkpoint fails it"),
-    # Not checkable at this size since protocol 3: NSP's pairs share their document's topic words, so NSP alone can
-    # learn the word classes, and on 3 of 10 replication languages one nsp_only seed did (lexical probe 0.85 on
-    # 102, 0.76 on 106, 0.83 on 107, against 0.48-0.64 for the others); with none's probe on the held-out words
-    # swinging 0.33-0.62 (106-109), a 3-seed interval spanned 0 on those three. The planted answer is "MLM adds
-    # to what NSP may already have", not certain by construction. docs/known-answers.md, "Protocol 3".
+    # Not checkable at this size since protocol 3: a document keeps its class, so NSP's positive pairs share the
+    # document's class words and NSP alone can learn the classes; on 3 of 10 replication languages one nsp_only
+    # seed stood out (lexical probe 0.85 on 102, 0.76 on 106, 0.83 on 107, against 0.48-0.64 for those languages'
+    # other nsp_only seeds) and the 3-seed interval spanned 0 there; 4 more nsp_only seeds read 0.72-0.76 (101,
+    # 109 twice, 110) where it did not. The planted answer is "MLM adds to what NSP may already have", not certain
+    # by construction. docs/known-answers.md, "Protocol 3".
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
                   "the same, with NSP on both sides; NSP alone learns the classes on some seeds (its pairs share "
-                  "topic words)", checkable=False),
+                  "the class words)", checkable=False),
     # Not checkable at this size since protocol 2: at 1,200 steps SOP alone had not trained on 4 of 24 seeds (two
     # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds
     # cannot absorb one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those

@@ -16,7 +16,7 @@ expected sign, the estimate [interval], Holm p over the checkable effects, and i
 The exit status is 1 when the check fails (a checkable effect not recovered, or the null task's rule
 broken), after writing the report. ``--languages N`` runs the check unchanged on N languages never used
 while designing it (``REPLICATION_LANGUAGES``), at pretraining seeds from ``REPLICATION_FIRST_SEED`` on
-(0-8 were used while designing protocols 1-3), and prints per effect the share of languages where it was recovered
+(0-8, and 9 on language 101, were used while designing protocols 1-3), and prints per effect the share of languages where it was recovered
 with its Clopper-Pearson interval, and whether the frozen rule held. ``--sabotage`` is the negative
 switch: ``finetune.init=random`` (each variant and seed gets its own fresh encoder: the contrasts keep
 their seed noise) and a 1-step pretraining (its weights are not read anyway); it must recover nothing

@@ -180,7 +180,7 @@ def _extra_args(p) -> None:
                         "(default: on; off at cpu-small, where it would not fit 20 minutes)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
                    help="run the instrument check first (sweeps/known_answer.py: the planted effects must be "
-                        "recovered, ~14 minutes on 2 cores) and open the report's headline with its result "
+                        "recovered, ~14-20 minutes on 2 cores) and open the report's headline with its result "
                         "(default: off; the cpu-small default would no longer fit 20 minutes)")
 
 

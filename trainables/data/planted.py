@@ -15,7 +15,8 @@ class; a document keeps one class, drawn apart from its topic. So:
 * **lexical** (MLM's known effect): a content word's class shows only in its frame words. The task
   labels three content words of the label's class group, frames removed; its dev and test splits use content words that
   never occur in its train split (they do occur in pretraining). An encoder that learned the classes from
-  context (MLM, RTD) carries the label to the unseen words; random initialisation and NSP alone cannot.
+  context (MLM, RTD) carries the label to the unseen words; random initialisation cannot, and NSP alone
+  sometimes does (its positive pairs share the document's class words: docs/known-answers.md, Protocol 3).
 * **discourse** (the NSP question without its surface cue): does sentence B continue A's topic, or take
   another topic's? Both labels share the class and B is one stage after A; A's topic words come from one
   half of its topic and B's from the other half of its own, so no word is shared by topic; train and test
