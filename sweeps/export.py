@@ -44,6 +44,7 @@ def run_row(result, phase: str) -> dict[str, Any]:
     o = cfg.objective
     steps = int(m.get("step", 0) or 0)
     checkpoint = _checkpoint_of(result) if status == "completed" else ""
+    record = _run_record(checkpoint)
     return {
         "run_id": config.get("run_id") or f"search-{m.get('trial_id', result.path.rsplit('/', 1)[-1])}",
         "phase": phase, "variant": config.get("variant", o.variant),
@@ -53,9 +54,10 @@ def run_row(result, phase: str) -> dict[str, Any]:
         "steps": steps, "tokens_seen": int(m.get("tokens_seen", 0) or 0),
         # what each input format saw per step (trainables.budget.step_counts): full_sentences' separators, ...
         "tokens_per_step": int(m.get("tokens_seen", 0) or 0) / steps if steps else nan,
-        "masked_per_step": float(_run_record(checkpoint).get("masked_per_step", nan)),
+        "masked_per_step": float(record.get("masked_per_step", nan)),
         "epochs": float(m.get("epoch", nan)), "budget": cfg.optim.budget, "train_flops": float(m.get("train_flops", nan)),
         "wall_time_s": float(m.get("wall_time_s", m.get("time_total_s", nan))),
+        "precision": str(record.get("precision", "")), "allocator": str(record.get("allocator", "")),
         **{name: float(m.get(f"eval/{name}", nan)) for name, _ in metric_columns() if name != "collapsed"},
         "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
         "checkpoint": checkpoint,

@@ -11,6 +11,7 @@ stored result and trains nothing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -159,9 +160,21 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
            "tokens_per_step": result.tokens_seen / result.steps if result.steps else 0.0,
            "intrinsic": dict(result.metrics), **record}
     tmp = out / "run.json.tmp"
-    tmp.write_text(json.dumps(run, indent=2, sort_keys=True))
+    tmp.write_text(json.dumps(_json_safe(run), indent=2, sort_keys=True, allow_nan=False))
     os.replace(tmp, out / "run.json")
     shutil.rmtree(out / "resume", ignore_errors=True)
+
+
+def _json_safe(obj):
+    """``obj`` with every NaN or infinity as null: run.json is strict JSON (jq, JavaScript, DuckDB read it), and a
+    metric an objective does not have (``rtd_acc`` of a run without ELECTRA) is NaN in the run's metrics."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
@@ -173,7 +186,8 @@ def finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
     if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
         return None
     return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
-                     dict(run["intrinsic"]), run.get("train_flops", 0.0))
+                     {k: float("nan") if v is None else v for k, v in run["intrinsic"].items()},
+                     run.get("train_flops", 0.0))
 
 
 def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:

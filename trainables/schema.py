@@ -88,6 +88,11 @@ RUN_COLUMNS: tuple[Column, ...] = (
            "variant spent what full spends in optim.max_steps)", False),
     Column("train_flops", pa.float64(), "training FLOPs spent (trainables.flops: matmuls, forward + backward)", False),
     Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
+    Column("precision", pa.string(), "what the pretraining step ran in (run.precision resolved on its device): bf16 | "
+           "fp32; empty where the run recorded none", False),
+    Column("allocator", pa.string(), "the host allocator rule in force at the run's end: retain | system (system also "
+           "where run.allocator=retain could not apply: run.json's allocator_why says why); empty where not recorded",
+           False),
     # intrinsic metric columns go here (metric_column), one per metric the objectives and diagnostics report
     Column("collapsed", pa.bool_(), f"the raw collapse diagnostic fired: token cosine > {COLLAPSE_TOKEN_COSINE} or "
            f"[CLS] cosine > {COLLAPSE_CLS_COSINE} (absolute thresholds; a random-init encoder exceeds them at small "

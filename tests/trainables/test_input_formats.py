@@ -109,14 +109,17 @@ def test_the_export_records_tokens_and_masked_positions_per_step(tmp_path):
     cfg = _cfg(tmp_path, "mlm_only")
     out = tmp_path / "run"
     out.mkdir()
-    (out / "run.json").write_text(json.dumps({"steps": 8, "tokens_seen": 4000, "masked_per_step": 55.5}))
+    (out / "run.json").write_text(json.dumps({"steps": 8, "tokens_seen": 4000, "masked_per_step": 55.5,
+                                              "precision": "bf16", "allocator": "system"}))
     result = SimpleNamespace(config={"cfg": cfg.to_dict(), "run_id": "mlm_only-s0", "variant": "mlm_only"},
                              metrics={"final": 1, "step": 8, "tokens_seen": 4000, "checkpoint_path": str(out)},
                              error=None, path=str(tmp_path / "trial"), checkpoint=None, filesystem=None)
     row = run_row(result, "measure")
     assert (row["tokens_per_step"], row["masked_per_step"]) == (500.0, 55.5)
+    assert (row["precision"], row["allocator"]) == ("bf16", "system")  # what the run's step ran in, from run.json
     (out / "run.json").unlink()  # an older run: recorded as not known
-    assert np.isnan(run_row(result, "measure")["masked_per_step"])
+    old = run_row(result, "measure")
+    assert np.isnan(old["masked_per_step"]) and old["precision"] == old["allocator"] == ""
 
 
 def test_the_report_states_each_formats_difference_in_one_sentence():
