@@ -147,6 +147,8 @@ class Sweep:
     searched: Callable[[Context], tuple] | None = None
     # the exit status once the report is written (the instrument check's gate); None: 0
     status: Callable[[str], int] | None = None
+    # phases the sweep runs before its own, for the plan (the main job's instrument check): [PhasePlan, ...]
+    planned_before: Callable[[Context], list] | None = None
 
 
 def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
@@ -187,7 +189,11 @@ def sweep_plan(sweep: Sweep, ctx: Context):
 
     if sweep.measured is None:
         raise ConfigError(f"sweeps/{sweep.script}.py cannot plan itself: it declares no measured variants")
-    return plan_sweep(sweep.measured(ctx), sweep.searched(ctx) if sweep.searched else None, ctx.tasks, ctx.args, ctx.cfg)
+    plan = plan_sweep(sweep.measured(ctx), sweep.searched(ctx) if sweep.searched else None, ctx.tasks, ctx.args,
+                      ctx.cfg)
+    if sweep.planned_before:
+        plan.phases[:0] = sweep.planned_before(ctx)
+    return plan
 
 
 def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | None], plan=None,

@@ -73,6 +73,10 @@ def parse(sweep: Sweep, argv: list[str] | None):
     p.add_argument("--seed-blocks", type=int, default=1,
                    help="with --languages: this many checks per language, on disjoint blocks of --seeds pretraining "
                         "seeds each (checks = languages x blocks)")
+    p.add_argument("--gate-only", action="store_true",
+                   help="run only what the gate reads (the checkable effects' variants and tasks, and the null task: "
+                        + ", ".join(gate_grid()[0]) + " on " + ", ".join(gate_grid()[1]) + "); the main job's --check "
+                        "runs this; the other effects' rows then read 'not measured'")
     p.add_argument("--sabotage", action="store_true", help="the negative switch: fine-tuning and the probe ignore "
                                                            "the checkpoints (" + ", ".join(SABOTAGE) + ")")
     known, _ = p.parse_known_args(argv)
@@ -88,10 +92,27 @@ def parse(sweep: Sweep, argv: list[str] | None):
         raise ConfigError(f"--seed-blocks {args.seed_blocks} must be >= 1")
     if args.first_seed < 0:
         raise ConfigError(f"--first-seed {args.first_seed} must be >= 0")
+    if args.gate_only:
+        variants, tasks = gate_grid()
+        if args.variants != VARIANTS or args.tasks:
+            raise ConfigError("--gate-only chooses the variants and tasks itself; drop --variants and --tasks")
+        args.variants, args.tasks = ",".join(variants), ",".join(tasks)
     if args.sabotage:
         args.overrides = list(getattr(args, "overrides", None) or []) + SABOTAGE
     args.mode_tasks = {"finetune": FINETUNE_TASKS}
     return args
+
+
+def gate_grid(effects=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the gate reads: the checkable effects' variants (in ``VARIANTS``' order) and their tasks, and the null
+    task. Every other effect is shown, never gated, so a check of this grid gives the same verdicts on the same
+    runs (every variant of a seed trains on the same batches from the same initial weights, whichever others run)."""
+    from analysis.known_answer import NULL_TASK, PLANTED_EFFECTS
+
+    gated = [e for e in (PLANTED_EFFECTS if effects is None else effects) if e.checkable]
+    names = {v for e in gated for v in e.weights}
+    tasks = dict.fromkeys([*(e.task.split(" (")[0] for e in gated), NULL_TASK])
+    return tuple(v for v in parse_variants(VARIANTS) if v in names), tuple(tasks)
 
 
 def measured(ctx: Context):
@@ -161,16 +182,12 @@ def status(root: str) -> int:
     return 0 if path.exists() and json.loads(path.read_text())["passed"] else 1
 
 
-def run_check(ctx: Context) -> dict:
-    """The instrument check inside another sweep (the main job's ``--check``): the known-answer grid at its
-    own preset, in the same Ray session, exported to ``<root>/instrument_check``; returns the check's JSON
-    (``analysis.known_answer.PlantedCheck.to_json``: the headline, the gate, each effect's verdict)."""
+def _check_setup(ctx: Context):
+    """The main job's instrument check as it runs: the check's preset (its data shared with the job's), the
+    gate's grid (``gate_grid``), one CPU trial per core; (root, cfg, args, tasks, variants)."""
     import argparse
 
-    from analysis.report import build_report
-    from sweeps.export import export
-    from sweeps.frame import prepare_data, with_shared_data
-    from sweeps.progress import Progress
+    from sweeps.frame import with_shared_data
     from trainables.presets import build_config
     from trainables.tasks import resolve_tasks
 
@@ -178,15 +195,46 @@ def run_check(ctx: Context) -> dict:
     cfg = with_shared_data(build_config(PRESET), ctx.root)
     args = argparse.Namespace(**{**vars(ctx.args), **sweep_defaults(PRESET, DEFAULTS), "gpus_per_trial": 0,
                                  "workers_per_trial": 1, "modes": ("finetune", "probe"), "first_seed": 0,
-                                 "mode_tasks": {"finetune": FINETUNE_TASKS}})
-    tasks = resolve_tasks(cfg.finetune.tasks)
+                                 "num_samples": 0, "mode_tasks": {"finetune": FINETUNE_TASKS}})
+    gate_variants, gate_tasks = gate_grid()
+    variants = [(name, phases.variant_config(cfg, name)) for name in gate_variants]
+    return root, cfg, args, resolve_tasks(",".join(gate_tasks)), variants
+
+
+def check_plan(ctx: Context) -> list:
+    """The main job's plan row of its instrument check (``--check``): the gate's grid, measure and fine-tuning."""
+    from sweeps.plan import PhasePlan, plan_sweep
+
+    _, cfg, args, tasks, variants = _check_setup(ctx)
+    plan = plan_sweep([(n, c, args.seeds) for n, c in variants], None, tasks, args, cfg)
+    return [PhasePlan("check", sum(p.runs for p in plan.phases), sum(p.tokens for p in plan.phases),
+                      sum(p.flops for p in plan.phases), plan.wall_s, max(p.parallel for p in plan.phases),
+                      f"the instrument check's gate: {', '.join(n for n, _ in variants)} x {args.seeds} seeds "
+                      f"on {', '.join(tasks)}")]
+
+
+def run_check(ctx: Context) -> dict:
+    """The instrument check inside another sweep (the main job's ``--check``): the gate's grid (``gate_grid``:
+    what ``--gate-only`` runs) at the check's own preset, in the same Ray session, exported to
+    ``<root>/instrument_check``; returns the check's JSON (``analysis.known_answer.PlantedCheck.to_json``: the
+    headline, the gate, each effect's verdict; the ungated effects read 'not measured'). Its wall time is the
+    main job's phase ``check``."""
+    import time
+
+    from analysis.report import build_report
+    from sweeps.export import export
+    from sweeps.frame import prepare_data
+    from sweeps.progress import Progress
+
+    t0 = time.time()
+    root, cfg, args, tasks, variants = _check_setup(ctx)
     prepare_data(cfg, tasks, root=root)
-    variants = [(name, phases.variant_config(cfg, name)) for name in parse_variants(VARIANTS)]
     measure, finetune = phases.measure_and_finetune(variants, tasks, args, root,
                                                     Progress(ctx.args.quiet, ctx.args.verbose))
     export(root, None, measure, finetune)
     text = _write_check(build_report(f"{root}/export"), root)
     print(text + "\n", flush=True)
+    ctx.progress.times["check"] = [t0, time.time()]
     return json.loads((Path(root) / "report" / CHECK_JSON).read_text())
 
 

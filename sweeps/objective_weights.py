@@ -37,7 +37,7 @@ DEFAULTS = {
     "smoke": dict(num_samples=4),
     # Two cores, 20 minutes: a two-trial search shows the mechanics (BERT's mix and one TPE point); measuring
     # a searched mix as well would add 3 runs and 3 fine-tunings (~6 min), so it is opt-in here.
-    "cpu-small": dict(num_samples=2, measure_best_mix=False),
+    "cpu-small": dict(num_samples=2, measure_best_mix=False, check=True),
     # One H200: eight search trials, four at a time on the shared GPU; the best mix is measured over the seeds.
     "gpu-quick": dict(num_samples=8, measure_best_mix=True),
     # Clusters: ASHA stops half the trials at each rung, so eight trials cost ~3 full runs (sweeps.plan).
@@ -179,9 +179,10 @@ def _extra_args(p) -> None:
                    help="measure the searched mix over the seeds beside the named variants "
                         "(default: on; off at cpu-small, where it would not fit 20 minutes)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
-                   help="run the instrument check first (sweeps/known_answer.py: the planted effects must be "
-                        "recovered, ~14-20 minutes on 2 cores) and open the report's headline with its result "
-                        "(default: off; the cpu-small default would no longer fit 20 minutes)")
+                   help="run the instrument check's gate first (sweeps/known_answer.py --gate-only: MLM's planted "
+                        "word classes recovered and nothing called on the null task; ~6 minutes on 2 cores), open "
+                        "the report's headline with its result and exit 1 if it failed (default: on at cpu-small, "
+                        "off elsewhere; --no-check skips it)")
 
 
 def measured(ctx: Context):
@@ -226,8 +227,17 @@ def status(root: str) -> int:
     return 1 if check is not None and not check["passed"] else 0
 
 
+def planned_before(ctx: Context) -> list:
+    """The instrument check's row of the plan, when ``--check`` runs it."""
+    if not ctx.args.check:
+        return []
+    from sweeps.known_answer import check_plan
+
+    return check_plan(ctx)
+
+
 SWEEP = Sweep("objective_weights", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured,
-              searched=searched, report=report, status=status)
+              searched=searched, report=report, status=status, planned_before=planned_before)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,8 @@ import pytest
 from sweeps.known_answer import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[2]
-REDUCED = ["--variants", "mlm_only,none", "--tasks", "planted_lexical", "--seeds", "3", "--quiet",
-           "--set", "optim.max_steps=500"]  # the lexical effect is large by 500 steps; the full check runs 1,200
+REDUCED = ["--gate-only", "--seeds", "3", "--quiet",  # what the main job's --check runs: none, mlm_only on the
+           "--set", "optim.max_steps=500"]  # lexical and null tasks; the effect is large by 500 steps (the check: 1,200)
 
 
 def _known_answer(tmp_path, name, *extra) -> tuple[dict, int]:
@@ -40,7 +40,7 @@ def test_the_planted_mlm_effect_is_recovered_through_fine_tuning_and_not_without
     finetuned = ("MLM learns word classes, fine-tuned (mlm_only - none)", "planted_lexical")
     verdicts, code = _known_answer(tmp_path, "check")
     assert verdicts[probe] == verdicts[finetuned] == "recovered", verdicts
-    assert code == 1  # a reduced check measures no null task: the gate does not pass it
+    assert code == 0  # the gate's grid passes the gate: both effects recovered, nothing called on the null task
     sabotaged, code = _known_answer(tmp_path, "sabotaged", "--sabotage")
     assert sabotaged[probe] == sabotaged[finetuned] == "not recovered", sabotaged
     assert code == 1
@@ -91,3 +91,47 @@ def test_a_resumed_replication_keeps_the_checks_it_finished_and_continues_the_re
     assert [a[a.index("--name") + 1] for a in calls] == ["p-lang111-seeds9", "p-lang111-seeds12",
                                                          "p-lang112-seeds9", "p-lang112-seeds12"]
 
+
+
+def test_the_gate_grid_is_what_the_checkable_effects_and_the_null_task_read():
+    """--gate-only and the main job's --check run only the variants and tasks the gate reads, derived from the
+    checkable effects: an effect made checkable brings its variants and task in, one made uncheckable leaves."""
+    import dataclasses
+
+    from analysis.known_answer import PLANTED_EFFECTS
+    from sweeps.known_answer import SWEEP, VARIANTS, gate_grid
+
+    assert gate_grid() == (("none", "mlm_only"), ("planted_lexical", "planted_null"))
+    sop = next(e for e in PLANTED_EFFECTS if e.weights == {"sop_only": 1.0, "none": -1.0})
+    more = [dataclasses.replace(e, checkable=True) if e is sop else e for e in PLANTED_EFFECTS]
+    assert gate_grid(more) == (("none", "mlm_only", "sop_only"), ("planted_lexical", "planted_order", "planted_null"))
+    args = SWEEP.parse(SWEEP, ["--gate-only", "--storage", "unused"])
+    assert (args.variants, args.tasks) == ("none,mlm_only", "planted_lexical,planted_null")
+    assert SWEEP.parse(SWEEP, ["--storage", "unused"]).variants == VARIANTS  # the full grid otherwise
+    from trainables.config import ConfigError
+
+    with pytest.raises(ConfigError, match="--gate-only chooses the variants and tasks itself"):
+        SWEEP.parse(SWEEP, ["--gate-only", "--variants", "full,none", "--storage", "unused"])
+
+
+def test_the_main_jobs_plan_starts_with_its_instrument_check_at_cpu_small_only():
+    """The default (cpu-small) carries the check's gate, planned before its own phases; --no-check and the
+    other presets plan none."""
+    from sweeps import objective_weights
+    from sweeps.frame import Context, default_parse, sweep_plan
+
+    def plan_of(*argv):
+        args = default_parse(objective_weights.SWEEP, ["--storage", "unused", "--hardware", "h200", *argv])
+        cfg = objective_weights.SWEEP.configure(args)
+        from trainables.tasks import resolve_tasks
+
+        phases = sweep_plan(objective_weights.SWEEP, Context(cfg, args, "unused", resolve_tasks(cfg.finetune.tasks),
+                                                             None)).phases
+        return [p.name for p in phases], phases[0]
+
+    names, first = plan_of()
+    assert names == ["check", "search", "measure", "finetune"]
+    assert first.runs == 12 and "none, mlm_only x 3 seeds on planted_lexical, planted_null" in first.notes
+    assert plan_of("--no-check")[0] == ["search", "measure", "finetune"]
+    assert plan_of("--preset", "smoke")[0][0] == "search"
+    assert plan_of("--preset", "smoke", "--check")[0][0] == "check"
