@@ -114,24 +114,21 @@ def test_the_gate_grid_is_what_the_checkable_effects_and_the_null_task_read():
         SWEEP.parse(SWEEP, ["--gate-only", "--variants", "full,none", "--storage", "unused"])
 
 
-def test_the_main_jobs_plan_starts_with_its_instrument_check_at_cpu_small_only():
-    """The default (cpu-small) carries the check's gate, planned before its own phases; --no-check and the
-    other presets plan none."""
+def test_the_main_jobs_plan_starts_with_its_instrument_check_when_it_runs_one():
+    """--check's gate is planned before the job's own phases; without --check nothing is planned for it."""
     from sweeps import objective_weights
     from sweeps.frame import Context, default_parse, sweep_plan
+    from trainables.tasks import resolve_tasks
 
     def plan_of(*argv):
         args = default_parse(objective_weights.SWEEP, ["--storage", "unused", "--hardware", "h200", *argv])
         cfg = objective_weights.SWEEP.configure(args)
-        from trainables.tasks import resolve_tasks
-
         phases = sweep_plan(objective_weights.SWEEP, Context(cfg, args, "unused", resolve_tasks(cfg.finetune.tasks),
                                                              None)).phases
         return [p.name for p in phases], phases[0]
 
-    names, first = plan_of()
+    names, first = plan_of("--check")
     assert names == ["check", "search", "measure", "finetune"]
     assert first.runs == 12 and "none, mlm_only x 3 seeds on planted_lexical, planted_null" in first.notes
-    assert plan_of("--no-check")[0] == ["search", "measure", "finetune"]
-    assert plan_of("--preset", "smoke")[0][0] == "search"
+    assert plan_of()[0] == ["search", "measure", "finetune"]  # off by default
     assert plan_of("--preset", "smoke", "--check")[0][0] == "check"
