@@ -54,10 +54,10 @@ def run_row(result, phase: str) -> dict[str, Any]:
         "steps": steps, "tokens_seen": int(m.get("tokens_seen", 0) or 0),
         # what each input format saw per step (trainables.budget.step_counts): full_sentences' separators, ...
         "tokens_per_step": int(m.get("tokens_seen", 0) or 0) / steps if steps else nan,
-        "masked_per_step": float(record.get("masked_per_step", nan)),
+        "masked_per_step": _number(record.get("masked_per_step")),
         "epochs": float(m.get("epoch", nan)), "budget": cfg.optim.budget, "train_flops": float(m.get("train_flops", nan)),
         "wall_time_s": float(m.get("wall_time_s", m.get("time_total_s", nan))),
-        "precision": str(record.get("precision", "")), "allocator": str(record.get("allocator", "")),
+        "precision": str(record.get("precision") or ""), "allocator": str(record.get("allocator") or ""),
         **{name: float(m.get(f"eval/{name}", nan)) for name, _ in metric_columns() if name != "collapsed"},
         "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
         "checkpoint": checkpoint,
@@ -79,6 +79,11 @@ def _run_record(checkpoint: str) -> dict:
             return json.loads(f.read())
     except (OSError, ValueError):  # no run.json (an older trial) or unreadable: the column is NaN
         return {}
+
+
+def _number(x) -> float:
+    """A number of run.json: NaN where it is absent or null (run.json writes non-finite numbers as null)."""
+    return float("nan") if x is None else float(x)
 
 
 def _checkpoint_of(result) -> str:

@@ -151,6 +151,9 @@ class Sweep:
     planned_before: Callable[[Context], list] | None = None
 
 
+INTERRUPTED = 130  # the exit status of an interrupted sweep (128 + SIGINT), as a shell reports Ctrl-C
+
+
 def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     """Parse, validate, announce, prepare the data, start Ray, run the phases, export and report.
     Bad input anywhere before the trials start is one line on stderr and exit status 2."""
@@ -179,6 +182,9 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # nothing is exported or reported from a phase that did not finish
+        print(f"interrupted: {e or 'Ctrl-C'}; every finished trial is kept", file=sys.stderr)
+        return INTERRUPTED
     finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
     return sweep.status(root) if sweep.status else 0
 

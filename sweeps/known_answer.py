@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x
 
 from sweeps import phases  # noqa: E402
 from sweeps.cli import build_parser, sweep_defaults  # noqa: E402
-from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
+from sweeps.frame import INTERRUPTED, Context, Sweep, sweep_main  # noqa: E402
 from sweeps.variants import parse_variants  # noqa: E402
 from trainables.config import ConfigError  # noqa: E402
 
@@ -92,15 +92,22 @@ def parse(sweep: Sweep, argv: list[str] | None):
         raise ConfigError(f"--seed-blocks {args.seed_blocks} must be >= 1")
     if args.first_seed < 0:
         raise ConfigError(f"--first-seed {args.first_seed} must be >= 0")
-    if args.gate_only:
-        variants, tasks = gate_grid()
-        if args.variants != VARIANTS or args.tasks:
-            raise ConfigError("--gate-only chooses the variants and tasks itself; drop --variants and --tasks")
-        args.variants, args.tasks = ",".join(variants), ",".join(tasks)
     if args.sabotage:
         args.overrides = list(getattr(args, "overrides", None) or []) + SABOTAGE
     args.mode_tasks = {"finetune": FINETUNE_TASKS}
+    if args.gate_only:  # the preset's tasks stay in the config (its data and runs are the full check's): the
+        # phases run the gate's only
+        variants, tasks = gate_grid()
+        if args.variants != VARIANTS or args.tasks:
+            raise ConfigError("--gate-only chooses the variants and tasks itself; drop --variants and --tasks")
+        args.variants, args.mode_tasks = ",".join(variants), gate_modes(tasks)
     return args
+
+
+def gate_modes(tasks) -> dict:
+    """The tasks each mode runs on in the gate's grid: fine-tuning on the gate's fine-tuned tasks, the probe on
+    the gate's tasks."""
+    return {"finetune": tuple(t for t in FINETUNE_TASKS if t in tasks), "probe": tuple(tasks)}
 
 
 def gate_grid(effects=None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -193,12 +200,13 @@ def _check_setup(ctx: Context):
 
     root = f"{ctx.root}/instrument_check"
     cfg = with_shared_data(build_config(PRESET), ctx.root)
-    args = argparse.Namespace(**{**vars(ctx.args), **sweep_defaults(PRESET, DEFAULTS), "gpus_per_trial": 0,
-                                 "workers_per_trial": 1, "modes": ("finetune", "probe"), "first_seed": 0,
-                                 "num_samples": 0, "mode_tasks": {"finetune": FINETUNE_TASKS}})
     gate_variants, gate_tasks = gate_grid()
+    # one CPU per trial and the preset's tasks in the config, as the full check runs (its data and runs)
+    args = argparse.Namespace(**{**vars(ctx.args), **sweep_defaults(PRESET, DEFAULTS), "gpus_per_trial": 0,
+                                 "cpus_per_trial": 1, "workers_per_trial": 1, "modes": ("finetune", "probe"),
+                                 "first_seed": 0, "num_samples": 0, "mode_tasks": gate_modes(gate_tasks)})
     variants = [(name, phases.variant_config(cfg, name)) for name in gate_variants]
-    return root, cfg, args, resolve_tasks(",".join(gate_tasks)), variants
+    return root, cfg, args, resolve_tasks(cfg.finetune.tasks), variants
 
 
 def check_plan(ctx: Context) -> list:
@@ -206,11 +214,12 @@ def check_plan(ctx: Context) -> list:
     from sweeps.plan import PhasePlan, plan_sweep
 
     _, cfg, args, tasks, variants = _check_setup(ctx)
-    plan = plan_sweep([(n, c, args.seeds) for n, c in variants], None, tasks, args, cfg)
+    gated = [t for t in tasks if t in args.mode_tasks["probe"]]
+    plan = plan_sweep([(n, c, args.seeds) for n, c in variants], None, gated, args, cfg)
     return [PhasePlan("check", sum(p.runs for p in plan.phases), sum(p.tokens for p in plan.phases),
                       sum(p.flops for p in plan.phases), plan.wall_s, max(p.parallel for p in plan.phases),
                       f"the instrument check's gate: {', '.join(n for n, _ in variants)} x {args.seeds} seeds "
-                      f"on {', '.join(tasks)}")]
+                      f"on {', '.join(gated)}")]
 
 
 def run_check(ctx: Context) -> dict:
@@ -273,8 +282,8 @@ def replicate(argv: list[str], n: int) -> int:
             print(f"\n=== {head} ===", flush=True)
             code = sweep_main(SWEEP, [*rest, "--name", name, "--first-seed", str(seed), "--set",
                                       f"data.corpus=planted:seed={k}"])
-            if code == 2:
-                return 2
+            if code in (2, INTERRUPTED):  # bad input, or interrupted: no later check runs, no table is judged
+                return code
         roots[(k, seed)] = root
     rep = Replication({key: check_planted(build_report(f"{r}/export").contributions) for key, r in roots.items()})
     text = f"protocol {PROTOCOL} (docs/known-answers.md)\n\n" + rep.format(sabotaged=args.sabotage)
@@ -286,10 +295,16 @@ def replicate(argv: list[str], n: int) -> int:
 
 
 def _finished(root: str) -> bool:
-    """Whether the check at ``root`` wrote its export and its verdict (the last thing a check writes). On
-    remote storage it is not looked up: ``--resume`` restores it instead, which finishes at once."""
-    return "://" not in root and (Path(root) / "export" / "runs.parquet").exists() and \
-        (Path(root) / "report" / CHECK_JSON).exists()
+    """Whether the check at ``root`` wrote its export and a verdict that measured every effect it gates (the
+    last thing a check writes). On remote storage it is not looked up: ``--resume`` restores it instead,
+    which finishes at once."""
+    path = Path(root) / "report" / CHECK_JSON
+    if "://" in root or not (Path(root) / "export" / "runs.parquet").exists() or not path.exists():
+        return False
+    from analysis.known_answer import NOT_CHECKABLE
+
+    effects = json.loads(path.read_text()).get("effects", [])
+    return bool(effects) and all(e["estimate"] is not None for e in effects if e["verdict"] != NOT_CHECKABLE)
 
 
 def argparse_ns(args, name: str):

@@ -119,9 +119,21 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
                 failure_config=tune.FailureConfig(max_failures=2),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
     try:
-        return tuner.fit()
+        grid = tuner.fit()
     finally:
         progress.end(phase.name)
+    unfinished = interrupted(grid)
+    if unfinished:  # Ctrl-C (or SIGTERM) ends tuner.fit() with trials still pending or running: the phase did not
+        # finish, so nothing after it may read it as finished (an export, a report, a check's verdict)
+        raise KeyboardInterrupt(f"phase {phase.name} interrupted with {unfinished} trial(s) unfinished; "
+                                f"continue with --resume --name {getattr(args, 'name', '') or '<name>'}")
+    return grid
+
+
+def interrupted(grid) -> int:
+    """How many of the grid's trials neither ended nor failed (0 for a finished phase; ASHA's stopped trials
+    count as ended)."""
+    return max(len(grid) - grid.num_terminated - grid.num_errors, 0)
 
 
 def _trial_name(trial) -> str:

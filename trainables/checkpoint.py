@@ -183,11 +183,16 @@ def finished_result(out: Path, cfg: ExperimentConfig) -> RunResult | None:
     if not path.exists():
         return None
     run = json.loads(path.read_text())
-    if run.get("status") != "completed" or run.get("config") != cfg.to_dict():
+    if run.get("status") != "completed" or run.get("config") != _json_safe(cfg.to_dict()):
         return None
-    return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], run["epochs"], run["wall_time_s"],
-                     {k: float("nan") if v is None else v for k, v in run["intrinsic"].items()},
-                     run.get("train_flops", 0.0))
+    return RunResult(str(out), "completed", run["steps"], run["tokens_seen"], _nan(run["epochs"]),
+                     _nan(run["wall_time_s"]), {k: _nan(v) for k, v in run["intrinsic"].items()},
+                     _nan(run.get("train_flops", 0.0)))
+
+
+def _nan(x):
+    """run.json's null (a non-finite number when written) back as NaN."""
+    return float("nan") if x is None else x
 
 
 def load_run_config(out_dir: str | os.PathLike) -> ExperimentConfig:

@@ -88,8 +88,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
            "variant spent what full spends in optim.max_steps)", False),
     Column("train_flops", pa.float64(), "training FLOPs spent (trainables.flops: matmuls, forward + backward)", False),
     Column("wall_time_s", pa.float64(), "training wall time in seconds", False),
-    Column("precision", pa.string(), "what the pretraining step ran in (run.precision resolved on its device): bf16 | "
-           "fp32; empty where the run recorded none", False),
+    Column("precision", pa.string(), "what the pretraining step ran in (run.precision resolved on its device; for none, "
+           "which trains 0 steps, what it would have): bf16 | fp32; empty where the run recorded none", False),
     Column("allocator", pa.string(), "the host allocator rule in force at the run's end: retain | system (system also "
            "where run.allocator=retain could not apply: run.json's allocator_why says why); empty where not recorded",
            False),

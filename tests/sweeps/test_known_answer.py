@@ -77,10 +77,17 @@ def test_a_resumed_replication_keeps_the_checks_it_finished_and_continues_the_re
     (done / "export").mkdir(parents=True)
     (done / "export" / "runs.parquet").write_bytes(b"")
     (done / "report").mkdir()
-    (done / "report" / "known_answer.json").write_text("{}")
+    (done / "report" / "known_answer.json").write_text(json.dumps({"effects": [
+        {"verdict": "recovered", "estimate": 0.5}, {"verdict": "not checkable at this size", "estimate": None}]}))
     half = tmp_path / "r-lang107-seeds6"  # interrupted after its export, before its verdict
     (half / "export").mkdir(parents=True)
     (half / "export" / "runs.parquet").write_bytes(b"")
+    empty = tmp_path / "r-lang106-seeds9"  # a verdict from no measured run (an interrupted phase, before the fix)
+    (empty / "export").mkdir(parents=True)
+    (empty / "export" / "runs.parquet").write_bytes(b"")
+    (empty / "report").mkdir()
+    (empty / "report" / "known_answer.json").write_text(json.dumps({"effects": [
+        {"verdict": "not measured", "estimate": None}]}))
     assert known_answer.main([*base, "--sabotage", "--resume"]) == 0  # the fakes recover nothing: the switch holds
     ran = [a[a.index("--name") + 1] for a in calls]
     assert ran == ["r-lang106-seeds9", "r-lang107-seeds6", "r-lang107-seeds9"]
@@ -106,7 +113,9 @@ def test_the_gate_grid_is_what_the_checkable_effects_and_the_null_task_read():
     more = [dataclasses.replace(e, checkable=True) if e is sop else e for e in PLANTED_EFFECTS]
     assert gate_grid(more) == (("none", "mlm_only", "sop_only"), ("planted_lexical", "planted_order", "planted_null"))
     args = SWEEP.parse(SWEEP, ["--gate-only", "--storage", "unused"])
-    assert (args.variants, args.tasks) == ("none,mlm_only", "planted_lexical,planted_null")
+    gate = ("planted_lexical", "planted_null")
+    assert args.variants == "none,mlm_only" and args.mode_tasks == {"finetune": gate, "probe": gate}
+    assert args.tasks is None  # the preset's tasks stay in the config: the same data and runs as the full check
     assert SWEEP.parse(SWEEP, ["--storage", "unused"]).variants == VARIANTS  # the full grid otherwise
     from trainables.config import ConfigError
 
@@ -132,3 +141,25 @@ def test_the_main_jobs_plan_starts_with_its_instrument_check_when_it_runs_one():
     assert first.runs == 12 and "none, mlm_only x 3 seeds on planted_lexical, planted_null" in first.notes
     assert plan_of()[0] == ["search", "measure", "finetune"]  # off by default
     assert plan_of("--preset", "smoke", "--check")[0][0] == "check"
+
+
+def test_an_interrupted_phase_raises_instead_of_returning_a_partial_grid():
+    """Ctrl-C ends Tune's fit() with trials pending; a sweep that went on exported and judged a check from the
+    runs that had finished, and --resume then kept that verdict (seen: a sabotaged check reported from 0 runs)."""
+    from sweeps.runner import interrupted
+
+    def grid(n, ended, failed):
+        return type("Grid", (), {"__len__": lambda self: n, "num_terminated": ended, "num_errors": failed})()
+
+    assert interrupted(grid(18, 18, 0)) == interrupted(grid(18, 16, 2)) == 0  # finished: ended or failed
+    assert interrupted(grid(18, 5, 1)) == 12
+
+
+def test_an_interrupted_check_stops_the_replication(tmp_path, monkeypatch):
+    from sweeps import known_answer
+    from sweeps.frame import INTERRUPTED
+
+    calls = []
+    monkeypatch.setattr(known_answer, "sweep_main", lambda sweep, argv: calls.append(argv) or INTERRUPTED)
+    code = known_answer.main(["--languages", "2", "--storage", str(tmp_path), "--name", "r"])
+    assert code == INTERRUPTED and len(calls) == 1 and not (tmp_path / "r" / "replication.md").exists()
