@@ -46,6 +46,8 @@ def work():  # a cpu-small BERT's MLM step (hidden 128, 8,192 pieces, batch 32 x
         step()
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     out["faults_per_step"] = sorted(faults)[len(faults) // 2]  # the median step: an occasional heap growth aside
+    out["faults"] = faults
+    out["logits_pages"] = int(masked.sum()) * 8192 * 4 // 4096  # the step's fp32 MLM logits alone, in 4 KiB pages
     out["losses"] = losses
 
 t = threading.Thread(target=work)  # a Ray Tune function trainable runs in a thread, not the main one
@@ -72,9 +74,11 @@ def test_retain_stops_each_step_faulting_its_memory_in_again_and_changes_no_bit(
     system, retain = _steps("system", "retain")
     assert system["allocator"][0] == "system" and retain["allocator"][0] == "retain"
     assert "trim_threshold=1024 MiB" in retain["allocator"][1]
-    # with retain the median step faults 0-1 times; with glibc's defaults it was 4,900-19,500 in most fresh
-    # processes but 1 in one (glibc's dynamic threshold had settled), so the defaults' count is not asserted
-    assert retain["faults_per_step"] < 100, retain  # one step's re-faulted fp32 logits alone would be ~4,900
+    # with retain the median step faulted 0-1 times on the development machine and 256 once in CI (faults the
+    # kernel makes, not the allocator: a step with its temporaries faulted in again is ~4,900 for the logits
+    # alone); with glibc's defaults it was 4,900-19,500 in most fresh processes but 1 in one (glibc's dynamic
+    # threshold had settled), so the defaults' count is not asserted. The bound: a tenth of the logits' pages.
+    assert retain["faults_per_step"] < retain["logits_pages"] / 10, {k: retain[k] for k in ("faults", "logits_pages")}
     assert retain["losses"] == system["losses"]  # the same bits
 
 
