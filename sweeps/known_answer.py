@@ -73,9 +73,10 @@ def parse(sweep: Sweep, argv: list[str] | None):
     p.add_argument("--seed-blocks", type=int, default=1,
                    help="with --languages: this many checks per language, on disjoint blocks of --seeds pretraining "
                         "seeds each (checks = languages x blocks)")
+    gate_variants, gate_tasks = gate_grid()
     p.add_argument("--gate-only", action="store_true",
                    help="run only what the gate reads (the checkable effects' variants and tasks, and the null task: "
-                        + ", ".join(gate_grid()[0]) + " on " + ", ".join(gate_grid()[1]) + "); the main job's --check "
+                        + ", ".join(gate_variants) + " on " + ", ".join(gate_tasks) + "); the main job's --check "
                         "runs this; the other effects' rows then read 'not measured'")
     p.add_argument("--sabotage", action="store_true", help="the negative switch: fine-tuning and the probe ignore "
                                                            "the checkpoints (" + ", ".join(SABOTAGE) + ")")
@@ -97,10 +98,9 @@ def parse(sweep: Sweep, argv: list[str] | None):
     args.mode_tasks = {"finetune": FINETUNE_TASKS}
     if args.gate_only:  # the preset's tasks stay in the config (its data and runs are the full check's): the
         # phases run the gate's only
-        variants, tasks = gate_grid()
         if args.variants != VARIANTS or args.tasks:
             raise ConfigError("--gate-only chooses the variants and tasks itself; drop --variants and --tasks")
-        args.variants, args.mode_tasks = ",".join(variants), gate_modes(tasks)
+        args.variants, args.mode_tasks = ",".join(gate_variants), gate_modes(gate_tasks)
     return args
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ray import tune
 
 from sweeps.export import run_row
+from sweeps.plan import mode_tasks
 from sweeps.runner import Phase, run_phase
 from trainables.config import ExperimentConfig, objective_for_variant
 
@@ -95,12 +96,10 @@ def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "")
 
     from trainables.tune_adapters import finetune_trainable
 
-    modes = tuple(getattr(args, "modes", None) or ("finetune",))  # finetune | probe (a frozen encoder's linear probe)
-    only = getattr(args, "mode_tasks", None) or {}  # mode -> the tasks it runs on (default: every task)
-    of_mode = {mode: [t for t in tasks if mode not in only or t in only[mode]] for mode in modes}
+    of_mode = mode_tasks(args, tasks)  # finetune | probe (a frozen encoder's linear probe) -> the tasks it runs on
     specs = [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
-              "tasks": of_mode[mode], "mode": mode} for m in measured for s in range(args.finetune_seeds)
-             for mode in modes if of_mode[mode]]
+              "tasks": ts, "mode": mode} for m in measured for s in range(args.finetune_seeds)
+             for mode, ts in of_mode.items()]
     for spec in specs:
         spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}" + ("-probe" if spec["mode"] == "probe" else "")
     return Phase("finetune", flatten(finetune_trainable),

@@ -245,10 +245,12 @@ def measure_rate(cfg, steps: int = 10, threads: int = 0) -> float:
     return float(sorted(rates)[len(rates) // 2])
 
 
-def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[object, int]], tasks: list[str],
+def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[object, int, list[str], str]],
            rate: float, parallel: int, notes: str = "", probes: tuple[list[str], float] = ((), 0.0),
            accelerator: bool = False, cal: Calibration = Calibration()) -> PhasePlan:
-    """``probes``: the probe tasks and the expected probed evaluations per run (search trials).
+    """``finetunes``: (config, seeds, tasks, mode) per fine-tuning trial kind, mode ``finetune`` or ``probe``
+    (a frozen encoder's linear probe: its features' forward passes, one model load per task).
+    ``probes``: the probe tasks and the expected probed evaluations per run (search trials).
     ``accelerator``: a step takes at least ``step_floor_s`` (a rate measured here already includes it).
     ``cal``: the GPU check's measured constants, where given."""
     tokens = flops = seconds = 0.0
@@ -262,12 +264,17 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
             t, f = _probe_cost(cfg, probe_tasks)
             tokens, flops = tokens + evals * t, flops + evals * f
             seconds += evals * (f / (rate * FINETUNE_RATE_FACTOR) + EVAL_OVERHEAD_S)
-    for cfg, n in finetunes:
+    for cfg, n, tasks, mode in finetunes:
+        load = cal.finetune_load_s or FINETUNE_LOAD_S
+        if mode == "probe":
+            t, f = _probe_cost(cfg, tasks)
+            tokens, flops = tokens + n * t, flops + n * f
+            seconds += n * (f / (rate * FINETUNE_RATE_FACTOR) + len(tasks) * load)
+            continue
         t, f = _finetune_cost(cfg, tasks)
         tokens, flops = tokens + n * t, flops + n * f
         steps, batches = _finetune_steps(cfg, tasks)
         floor = (steps + EVAL_KERNEL_SHARE * batches) * step_floor_s(cfg.model, cal) if accelerator else 0.0
-        load = cal.finetune_load_s or FINETUNE_LOAD_S
         seconds += n * (max(f / (rate * FINETUNE_RATE_FACTOR), floor) + finetune_loads(cfg, tasks) * load)
     trials = len(runs) + len(finetunes)
     at_once = max(1, min(parallel, trials))
@@ -275,6 +282,15 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
         len(finetunes) * TRIAL_OVERHEAD_S["finetune"]
     together = min(at_once, cal.overlap) if cal.overlap and at_once > 1 else at_once  # measured: less than all
     return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / together, at_once, notes)
+
+
+def mode_tasks(args, tasks: list[str]) -> dict[str, list[str]]:
+    """The tasks each fine-tuning mode (``args.modes``: finetune | probe) runs on, in ``tasks``' order, the modes
+    with none left out: ``args.mode_tasks`` (mode -> its tasks) narrows a mode, the default is every task."""
+    only = getattr(args, "mode_tasks", None) or {}
+    of_mode = {m: [t for t in tasks if m not in only or t in only[m]]
+               for m in tuple(getattr(args, "modes", None) or ("finetune",))}
+    return {m: ts for m, ts in of_mode.items() if ts}
 
 
 def finetune_loads(cfg, tasks: list[str]) -> int:
@@ -331,19 +347,21 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
         rungs = search_rungs(trials)
         frac = asha_fraction(trials, rungs)
         probe_tasks = list(rest[0]) if rest else []
-        plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], tasks, rate, parallel,
+        plan.phases.append(_phase("search", [(scfg, frac)] * trials, [], rate, parallel,
                                   f"ASHA: {frac:.0%} of the budget per trial expected",
                                   probes=(probe_tasks, frac * rungs), accelerator=accelerator, cal=cal))
     runs = [(vcfg, 1.0) for _, vcfg, seeds in measured for _ in range(seeds)]
-    plan.phases.append(_phase("measure", runs, [], tasks, rate, parallel,
+    plan.phases.append(_phase("measure", runs, [], rate, parallel,
                               f"{len(measured)} variants x seeds; none trains 0 steps"
                               + ("; best_mix counted (an upper bound)" if any(n == "best_mix" for n, *_ in measured) else ""),
                               accelerator=accelerator, cal=cal))
     if args.finetune_seeds:
-        fts = [(vcfg, 1) for vcfg, _ in runs for _ in range(args.finetune_seeds)]
-        plan.phases.append(_phase("finetune", [], fts, tasks, rate, parallel,
-                                  f"{len(tasks)} tasks x {len(cfg.finetune.rates)} rate(s) per trial",
-                                  accelerator=accelerator, cal=cal))
+        of_mode = mode_tasks(args, tasks)  # as sweeps.phases.finetune_phase runs them: a trial per mode
+        fts = [(vcfg, 1, of_mode[mode], mode) for vcfg, _ in runs for _ in range(args.finetune_seeds)
+               for mode in of_mode]
+        notes = "; ".join(f"{len(ts)} tasks x {len(cfg.finetune.rates)} rate(s) per trial" if mode == "finetune"
+                          else f"{len(ts)} probed per trial" for mode, ts in of_mode.items())
+        plan.phases.append(_phase("finetune", [], fts, rate, parallel, notes, accelerator=accelerator, cal=cal))
     return plan
 
 

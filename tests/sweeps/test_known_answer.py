@@ -138,7 +138,8 @@ def test_the_main_jobs_plan_starts_with_its_instrument_check_when_it_runs_one():
 
     names, first = plan_of("--check")
     assert names == ["check", "search", "measure", "finetune"]
-    assert first.runs == 12 and "none, mlm_only x 3 seeds on planted_lexical, planted_null" in first.notes
+    # 6 pretraining runs, each fine-tuned and probed: 12 trials on the lexical and null tasks
+    assert first.runs == 6 + 12 and "none, mlm_only x 3 seeds on planted_lexical, planted_null" in first.notes
     assert plan_of()[0] == ["search", "measure", "finetune"]  # off by default
     assert plan_of("--preset", "smoke", "--check")[0][0] == "check"
 

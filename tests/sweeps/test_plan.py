@@ -256,3 +256,25 @@ def test_the_gpu_checks_measured_constants_replan_the_quarter_hour(monkeypatch, 
     assert objective_weights.main(["--preset", "gpu-quick", "--plan", "--hardware", "h200", "--calibration",
                                    str(tmp_path / "empty.json"), "--storage", str(tmp_path)]) == 2
     assert "no measured planner constants" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_the_plan_counts_the_fine_tuning_trials_each_mode_runs_with_its_own_tasks(gate):
+    """The known-answer check fine-tunes some tasks and probes others (``--gate-only`` fewer of each): the plan's
+    fine-tuning phase has as many trials as the phase it plans creates, and a probe trial costs less than a
+    fine-tuning trial of the same tasks (forward passes of frozen features, no training)."""
+    from sweeps import known_answer
+
+    args = known_answer.SWEEP.parse(known_answer.SWEEP, ["--storage", "unused", *(["--gate-only"] if gate else [])])
+    cfg = known_answer.SWEEP.configure(args)
+    ctx = Context(cfg, args, "unused", resolve_tasks(cfg.finetune.tasks), Progress(quiet=True))
+    planned = {p.name: p for p in plan.plan_sweep(known_answer.measured(ctx), None, ctx.tasks, args, cfg).phases}
+    measured = [{"run_id": f"{n}-s{s}", "cfg": c, "checkpoint": None} for n, c, seeds in known_answer.measured(ctx)
+                for s in range(seeds)]
+    specs = phases.finetune_phase(measured, ctx.tasks, args).param_space["spec"]["grid_search"]
+    assert planned["finetune"].runs == len(specs) == len(measured) * args.finetune_seeds * 2  # finetune + probe
+    assert {m: sorted({t for s in specs if s["mode"] == m for t in s["tasks"]}) for m in ("finetune", "probe")} == \
+        {m: sorted(ts) for m, ts in plan.mode_tasks(args, ctx.tasks).items()}
+    one = [(cfg, 1, list(ctx.tasks), mode) for mode in ("finetune", "probe")]
+    ft, pr = (plan._phase("finetune", [], [x], 1e10, 1) for x in one)
+    assert 0 < pr.flops < ft.flops and pr.wall_s < ft.wall_s
