@@ -239,7 +239,7 @@ def run_check(ctx: Context) -> dict:
     root, cfg, args, tasks, variants = _check_setup(ctx)
     prepare_data(cfg, tasks, root=root)
     measure, finetune = phases.measure_and_finetune(variants, tasks, args, root,
-                                                    Progress(ctx.args.quiet, ctx.args.verbose))
+                                                    Progress(ctx.args.quiet, ctx.args.verbose, prefix="check/"))
     export(root, None, measure, finetune)
     text = _write_check(build_report(f"{root}/export"), root)
     print(text + "\n", flush=True)

@@ -17,8 +17,10 @@ from ray import tune
 class Progress(tune.Callback):
     """A Tune callback: counts trials running, finished, stopped early and failed in the current phase."""
 
-    def __init__(self, quiet: bool = False, verbose: bool = False, out=None, planned: dict[str, float] | None = None):
-        self.quiet, self.out, self.phase = quiet, out or sys.stdout, ""
+    def __init__(self, quiet: bool = False, verbose: bool = False, out=None, planned: dict[str, float] | None = None,
+                 prefix: str = ""):
+        """``prefix``: shown before each phase's name (the main job's instrument check: ``check/measure``)."""
+        self.quiet, self.out, self.phase, self.prefix = quiet, out or sys.stdout, "", prefix
         self.live = not verbose and not quiet and getattr(self.out, "isatty", lambda: False)()
         self.planned = dict(planned or {})  # phase -> planned seconds
         self.counts: dict[str, dict[str, int]] = {}
@@ -36,7 +38,7 @@ class Progress(tune.Callback):
         if self.live:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=f"{phase:8s}", unit="trial", file=self.out, dynamic_ncols=True,
+            self._bar = tqdm(total=total, desc=f"{self.prefix + phase:8s}", unit="trial", file=self.out, dynamic_ncols=True,
                              bar_format="{desc} {bar} {n_fmt}/{total_fmt} trials | {postfix}")
             self._refresh()
 
@@ -81,7 +83,7 @@ class Progress(tune.Callback):
         if self.live:
             self._refresh()
             return
-        print(f"[{time.strftime('%H:%M:%S')}] {self.phase:8s} {self.status()} | {text}", file=self.out, flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {self.prefix + self.phase:8s} {self.status()} | {text}", file=self.out, flush=True)
 
     # ---- Tune events
     def on_trial_start(self, iteration, trials, trial, **info):

@@ -67,3 +67,13 @@ def test_eta_comes_from_the_plan_until_trials_finish_then_from_their_pace():
     p.on_trial_complete(0, [], Trial("a"))
     assert 295 < p.eta() < 310
     assert Progress(quiet=True, out=io.StringIO()).live is False
+
+
+def test_a_phase_inside_another_sweep_is_named_with_its_prefix():
+    """The main job's instrument check runs its own measure and finetune phases before the job's: its lines read
+    check/measure, so a log never shows two different measure phases under one name."""
+    out = io.StringIO()
+    _events(Progress(out=out, prefix="check/"))
+    lines = out.getvalue().splitlines()
+    assert lines and all(line.split("] ")[1].startswith("check/measure ") for line in lines)
+    assert Progress(out=out).prefix == ""
