@@ -19,7 +19,7 @@ from trainables.presets import PRESETS, build_config
 PRESET_DEFAULTS: dict[str, dict] = {
     "smoke": dict(seeds=2, finetune_seeds=1),
     "cpu-small": dict(seeds=3, finetune_seeds=1),
-    "known-answer": dict(seeds=3, finetune_seeds=1),  # sweeps/known_answer.py: ~10 minutes on 2 cores
+    "known-answer": dict(seeds=3, finetune_seeds=1),  # sweeps/known_answer.py: its gate ~5 minutes on 2 cores (--all-effects ~20)
     "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
     "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4),
     "bert-small": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8),

@@ -1,15 +1,17 @@
 """The instrument check: the whole pipeline on a planted language whose answers are known.
 
-    python sweeps/known_answer.py                       # ~14-20 minutes on 2 CPU cores; exit 1 if it fails
+    python sweeps/known_answer.py                       # the gate: ~5 minutes on 2 CPU cores; exit 1 if it fails
+    python sweeps/known_answer.py --all-effects         # every planted effect, the ungated too: ~17-21 minutes
     python sweeps/known_answer.py --seeds 5 --plan      # what it costs, without running it
-    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~90 minutes)
+    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~25 minutes)
     python sweeps/known_answer.py --sabotage            # must FAIL: fine-tuning and the probe ignore the checkpoint
 
 Data (``data.corpus=planted:seed=K``: ``trainables.data.planted``, language K) -> preparation ->
-pretraining of the variants the planted effects name (none, mlm_only, mlm_pairs, nsp_only, full,
-sop_only) over 3 pretraining seeds -> checkpoints -> the linear probe on every planted task and
-fine-tuning on the lexical, discourse and null tasks (a fresh [CLS] head) -> export ->
-analysis, as every sweep. It prints first each task's surface-cue check (no planted task is solved by
+pretraining of the variants the gate reads (``gate_grid``: none and mlm_only; ``--all-effects``: every
+variant the planted effects name, none, mlm_only, mlm_pairs, nsp_only, full, sop_only) over 3 pretraining
+seeds -> checkpoints -> the linear probe on the gate's tasks (the lexical and null tasks; every planted task
+with ``--all-effects``) and fine-tuning on them (the lexical, discourse and null tasks with
+``--all-effects``; a fresh [CLS] head) -> export -> analysis, as every sweep. It prints first each task's surface-cue check (no planted task is solved by
 word overlap or a bag of words: ``trainables.data.cues``), then one table: each planted effect, its
 expected sign, the estimate [interval], Holm p over the checkable effects, and its verdict
 (``analysis.known_answer``, which states the rule); the null task's rule; then the usual report.
@@ -61,8 +63,8 @@ CHECK_JSON, CHECK_MD = "known_answer.json", "known_answer.md"
 def parse(sweep: Sweep, argv: list[str] | None):
     p = build_parser(f"python sweeps/{sweep.script}.py", sweep.doc.split("\n\n")[0])
     p.set_defaults(preset=PRESET)
-    p.add_argument("--variants", default=VARIANTS, help="comma-separated measured variants (default: the planted "
-                                                         "effects' own)")
+    p.add_argument("--variants", default=None, help="comma-separated measured variants (default: the gate's, "
+                                                     "or with --all-effects the planted effects' own: " + VARIANTS + ")")
     p.add_argument("--modes", default="finetune,probe", type=lambda t: tuple(m for m in t.split(",") if m),
                    help="finetune (the lexical, discourse and null tasks) and/or probe (every planted task: a linear probe "
                         "of the frozen encoder, what pretraining put in it)")
@@ -74,10 +76,12 @@ def parse(sweep: Sweep, argv: list[str] | None):
                    help="with --languages: this many checks per language, on disjoint blocks of --seeds pretraining "
                         "seeds each (checks = languages x blocks)")
     gate_variants, gate_tasks = gate_grid()
-    p.add_argument("--gate-only", action="store_true",
-                   help="run only what the gate reads (the checkable effects' variants and tasks, and the null task: "
-                        + ", ".join(gate_variants) + " on " + ", ".join(gate_tasks) + "); the main job's --check "
-                        "runs this; the other effects' rows then read 'not measured'")
+    p.add_argument("--all-effects", action="store_true",
+                   help="run every planted effect's variants and tasks, the ungated effects too (what protocols 1-3 "
+                        "were designed and replicated on); by default only what the gate reads runs (the checkable "
+                        "effects' variants and tasks, and the null task: " + ", ".join(gate_variants) + " on "
+                        + ", ".join(gate_tasks) + ", as the main job's --check), and the other effects' rows read "
+                        "'not measured'")
     p.add_argument("--sabotage", action="store_true", help="the negative switch: fine-tuning and the probe ignore "
                                                            "the checkpoints (" + ", ".join(SABOTAGE) + ")")
     known, _ = p.parse_known_args(argv)
@@ -96,10 +100,12 @@ def parse(sweep: Sweep, argv: list[str] | None):
     if args.sabotage:
         args.overrides = list(getattr(args, "overrides", None) or []) + SABOTAGE
     args.mode_tasks = {"finetune": FINETUNE_TASKS}
-    if args.gate_only:  # the preset's tasks stay in the config (its data and runs are the full check's): the
-        # phases run the gate's only
-        if args.variants != VARIANTS or args.tasks:
-            raise ConfigError("--gate-only chooses the variants and tasks itself; drop --variants and --tasks")
+    if args.all_effects and args.variants:
+        raise ConfigError(f"--all-effects runs its own variants ({VARIANTS}); drop --variants {args.variants}")
+    if args.all_effects or args.variants or args.tasks:  # every effect's grid, or the one asked for
+        args.variants = args.variants or VARIANTS
+    else:  # the gate's grid; the preset's tasks stay in the config (its data and runs are the full grid's):
+        # the phases run the gate's only
         args.variants, args.mode_tasks = ",".join(gate_variants), gate_modes(gate_tasks)
     return args
 
@@ -224,7 +230,7 @@ def check_plan(ctx: Context) -> list:
 
 def run_check(ctx: Context) -> dict:
     """The instrument check inside another sweep (the main job's ``--check``): the gate's grid (``gate_grid``:
-    what ``--gate-only`` runs) at the check's own preset, in the same Ray session, exported to
+    what ``known_answer.py`` runs by default) at the check's own preset, in the same Ray session, exported to
     ``<root>/instrument_check``; returns the check's JSON (``analysis.known_answer.PlantedCheck.to_json``: the
     headline, the gate, each effect's verdict; the ungated effects read 'not measured'). Its wall time is the
     main job's phase ``check``."""

@@ -179,7 +179,7 @@ def _extra_args(p) -> None:
                    help="measure the searched mix over the seeds beside the named variants "
                         "(default: on; off at cpu-small, where it would not fit 20 minutes)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
-                   help="run the instrument check's gate first (sweeps/known_answer.py --gate-only: MLM's planted "
+                   help="run the instrument check's gate first (what sweeps/known_answer.py runs: MLM's planted "
                         "word classes recovered and nothing called on the null task; ~5 minutes on 2 cores), open "
                         "the report's headline with its result and exit 1 if it failed (default: off: with it the "
                         "cpu-small default no longer fits 20 minutes on 2 cores)")

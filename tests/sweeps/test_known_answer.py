@@ -15,7 +15,7 @@ import pytest
 from sweeps.known_answer import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[2]
-REDUCED = ["--gate-only", "--seeds", "3", "--quiet",  # what the main job's --check runs: none, mlm_only on the
+REDUCED = ["--seeds", "3", "--quiet",  # the gate's grid, what the main job's --check runs: none, mlm_only on the
            "--set", "optim.max_steps=500"]  # lexical and null tasks; the effect is large by 500 steps (the check: 1,200)
 
 
@@ -101,8 +101,9 @@ def test_a_resumed_replication_keeps_the_checks_it_finished_and_continues_the_re
 
 
 def test_the_gate_grid_is_what_the_checkable_effects_and_the_null_task_read():
-    """--gate-only and the main job's --check run only the variants and tasks the gate reads, derived from the
-    checkable effects: an effect made checkable brings its variants and task in, one made uncheckable leaves."""
+    """known_answer.py and the main job's --check run only the variants and tasks the gate reads, derived from the
+    checkable effects: an effect made checkable brings its variants and task in, one made uncheckable leaves;
+    --all-effects, --variants or --tasks run the grid asked for."""
     import dataclasses
 
     from analysis.known_answer import PLANTED_EFFECTS
@@ -112,15 +113,19 @@ def test_the_gate_grid_is_what_the_checkable_effects_and_the_null_task_read():
     sop = next(e for e in PLANTED_EFFECTS if e.weights == {"sop_only": 1.0, "none": -1.0})
     more = [dataclasses.replace(e, checkable=True) if e is sop else e for e in PLANTED_EFFECTS]
     assert gate_grid(more) == (("none", "mlm_only", "sop_only"), ("planted_lexical", "planted_order", "planted_null"))
-    args = SWEEP.parse(SWEEP, ["--gate-only", "--storage", "unused"])
+    args = SWEEP.parse(SWEEP, ["--storage", "unused"])
     gate = ("planted_lexical", "planted_null")
     assert args.variants == "none,mlm_only" and args.mode_tasks == {"finetune": gate, "probe": gate}
     assert args.tasks is None  # the preset's tasks stay in the config: the same data and runs as the full check
-    assert SWEEP.parse(SWEEP, ["--storage", "unused"]).variants == VARIANTS  # the full grid otherwise
+    every = SWEEP.parse(SWEEP, ["--all-effects", "--storage", "unused"])
+    assert every.variants == VARIANTS and "probe" not in every.mode_tasks  # the full grid: every task probed
+    asked = SWEEP.parse(SWEEP, ["--variants", "full,none", "--storage", "unused"])
+    assert asked.variants == "full,none" and "probe" not in asked.mode_tasks
+    assert SWEEP.parse(SWEEP, ["--tasks", "planted_order", "--storage", "unused"]).variants == VARIANTS
     from trainables.config import ConfigError
 
-    with pytest.raises(ConfigError, match="--gate-only chooses the variants and tasks itself"):
-        SWEEP.parse(SWEEP, ["--gate-only", "--variants", "full,none", "--storage", "unused"])
+    with pytest.raises(ConfigError, match="--all-effects runs its own variants .*; drop --variants full,none"):
+        SWEEP.parse(SWEEP, ["--all-effects", "--variants", "full,none", "--storage", "unused"])
 
 
 def test_the_main_jobs_plan_starts_with_its_instrument_check_when_it_runs_one():

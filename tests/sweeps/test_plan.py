@@ -260,12 +260,12 @@ def test_the_gpu_checks_measured_constants_replan_the_quarter_hour(monkeypatch, 
 
 @pytest.mark.parametrize("gate", [False, True])
 def test_the_plan_counts_the_fine_tuning_trials_each_mode_runs_with_its_own_tasks(gate):
-    """The known-answer check fine-tunes some tasks and probes others (``--gate-only`` fewer of each): the plan's
+    """The known-answer check fine-tunes some tasks and probes others (its gate fewer of each): the plan's
     fine-tuning phase has as many trials as the phase it plans creates, and a probe trial costs less than a
     fine-tuning trial of the same tasks (forward passes of frozen features, no training)."""
     from sweeps import known_answer
 
-    args = known_answer.SWEEP.parse(known_answer.SWEEP, ["--storage", "unused", *(["--gate-only"] if gate else [])])
+    args = known_answer.SWEEP.parse(known_answer.SWEEP, ["--storage", "unused", *([] if gate else ["--all-effects"])])
     cfg = known_answer.SWEEP.configure(args)
     ctx = Context(cfg, args, "unused", resolve_tasks(cfg.finetune.tasks), Progress(quiet=True))
     planned = {p.name: p for p in plan.plan_sweep(known_answer.measured(ctx), None, ctx.tasks, args, cfg).phases}
