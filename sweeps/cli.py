@@ -36,7 +36,7 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
                  finetune_seeds: int = 2) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)} (default: cpu-small)")
+    p.add_argument("--preset", default="cpu-small", help=f"one of: {', '.join(PRESETS)} (default: %(default)s)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="dotted config override, e.g. objective.mask_ratio=0.3 or optim.max_steps=2000 (repeatable)")
     p.add_argument("--corpus", help="pretraining corpus: builtin | PATH | hub:NAME[:CONFIG] (default: the preset's)")

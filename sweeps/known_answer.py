@@ -66,8 +66,9 @@ def parse(sweep: Sweep, argv: list[str] | None):
     p.add_argument("--variants", default=None, help="comma-separated measured variants (default: the gate's, "
                                                      "or with --all-effects the planted effects' own: " + VARIANTS + ")")
     p.add_argument("--modes", default="finetune,probe", type=lambda t: tuple(m for m in t.split(",") if m),
-                   help="finetune (the lexical, discourse and null tasks) and/or probe (every planted task: a linear probe "
-                        "of the frozen encoder, what pretraining put in it)")
+                   help="finetune and/or probe (a linear probe of the frozen encoder, what pretraining put in it), "
+                        "each on the grid's tasks: the gate's lexical and null tasks; with --all-effects fine-tuning on "
+                        "the lexical, discourse and null tasks and the probe on every planted task")
     p.add_argument("--first-seed", type=int, default=0, help="the first pretraining seed (seeds S..S+P-1)")
     p.add_argument("--languages", type=int, default=0,
                    help=f"run the check on this many new languages ({REPLICATION_LANGUAGES[0]}, ...) at pretraining "
@@ -176,7 +177,8 @@ def _write_check(rep, root: str) -> str:
     out_dir = Path(root) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / CHECK_MD).write_text(text + "\n")
-    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus, "protocol": PROTOCOL}) + "\n")
+    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus, "protocol": PROTOCOL,
+                                                 "variants": _measured_variants(root)}) + "\n")
     return text
 
 
@@ -282,7 +284,7 @@ def replicate(argv: list[str], n: int) -> int:
         name = f"{base}-lang{k}" + (f"-seeds{seed}" if args.seed_blocks > 1 else "")
         root = experiment_root(argparse_ns(args, name), SWEEP.script)
         head = f"language {k}, seeds {seed}-{seed + args.seeds - 1} ({len(roots) + 1} of {len(runs)}): {name}"
-        if args.resume and _finished(root):
+        if args.resume and _finished(root, args.variants):
             print(f"\n=== {head}: finished before, kept (--resume) ===", flush=True)
         else:
             print(f"\n=== {head} ===", flush=True)
@@ -292,7 +294,10 @@ def replicate(argv: list[str], n: int) -> int:
                 return code
         roots[(k, seed)] = root
     rep = Replication({key: check_planted(build_report(f"{r}/export").contributions) for key, r in roots.items()})
-    text = f"protocol {PROTOCOL} (docs/known-answers.md)\n\n" + rep.format(sabotaged=args.sabotage)
+    grid = "the gate's" if args.variants == ",".join(gate_grid()[0]) and not args.tasks else "asked for"
+    grid = "every planted effect's (--all-effects)" if args.all_effects else grid
+    text = (f"protocol {PROTOCOL} (docs/known-answers.md); grid: {args.variants.replace(',', ', ')} ({grid})\n\n"
+            + rep.format(sabotaged=args.sabotage))
     out = Path(experiment_root(argparse_ns(args, base), SWEEP.script))
     out.mkdir(parents=True, exist_ok=True)
     (out / "replication.md").write_text(text + "\n")
@@ -300,17 +305,31 @@ def replicate(argv: list[str], n: int) -> int:
     return 0 if (rep.sabotage_holds if args.sabotage else rep.holds) else 1
 
 
-def _finished(root: str) -> bool:
+def _finished(root: str, variants: str = "") -> bool:
     """Whether the check at ``root`` wrote its export and a verdict that measured every effect it gates (the
     last thing a check writes). On remote storage it is not looked up: ``--resume`` restores it instead,
-    which finishes at once."""
+    which finishes at once. ``variants`` (comma-separated): the grid this replication runs; a finished check
+    of another grid (the gate's against ``--all-effects``') is refused in one line, not kept in its table."""
     path = Path(root) / "report" / CHECK_JSON
     if "://" in root or not (Path(root) / "export" / "runs.parquet").exists() or not path.exists():
         return False
     from analysis.known_answer import NOT_CHECKABLE
 
     effects = json.loads(path.read_text()).get("effects", [])
-    return bool(effects) and all(e["estimate"] is not None for e in effects if e["verdict"] != NOT_CHECKABLE)
+    done = bool(effects) and all(e["estimate"] is not None for e in effects if e["verdict"] != NOT_CHECKABLE)
+    ran = _measured_variants(root) if done and variants else []
+    if ran and ran != sorted(parse_variants(variants)):
+        raise ConfigError(f"--resume: the check at {root} measured {','.join(ran)}, this replication measures "
+                          f"{variants}; give the replication another --name (or the same flags as before)")
+    return done
+
+
+def _measured_variants(root: str) -> list[str]:
+    """The variants the check at ``root`` measured (its export's measure runs), sorted."""
+    import pandas as pd
+
+    runs = pd.read_parquet(Path(root) / "export" / "runs.parquet", columns=["phase", "variant"])
+    return sorted(set(runs.loc[runs["phase"] == "measure", "variant"]))
 
 
 def argparse_ns(args, name: str):
@@ -342,7 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return replicate(argv, n) if n else sweep_main(SWEEP, argv)
+    if not n:
+        return sweep_main(SWEEP, argv)
+    try:
+        return replicate(argv, n)
+    except ConfigError as e:  # a finished check of another grid under this --name
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -195,14 +195,16 @@ def _finetune_cost(cfg, tasks: list[str]) -> tuple[float, float]:
     return tokens, flops
 
 
-def _probe_cost(cfg, tasks) -> tuple[float, float]:
-    """(tokens, FLOPs) of one search evaluation's linear probe: frozen features of the probe tasks' train
-    (at most ``probe_max_train``) and dev examples, forward only."""
+def _probe_cost(cfg, tasks, eval_splits: int = 1) -> tuple[float, float]:
+    """(tokens, FLOPs) of one linear probe: frozen features of the probe tasks' train (at most
+    ``probe_max_train``) and evaluation examples, forward only; ``eval_splits``: a search evaluation scores
+    dev (1), a fine-tuning phase's probe trial dev and test (2)."""
     from trainables.flops import encoder_forward
 
     ft, m = cfg.finetune, cfg.model
     L = min(ft.max_len, m.max_position)
-    n = sum(min(_task_train_size(t, cfg), ft.probe_max_train or 10**9) + (ft.max_eval_examples or 1000) for t in tasks)
+    n = sum(min(_task_train_size(t, cfg), ft.probe_max_train or 10**9) + eval_splits * (ft.max_eval_examples or 1000)
+            for t in tasks)
     return float(n * L), n * encoder_forward(1, L, m.num_layers, m.hidden_size, m.intermediate_size)
 
 
@@ -249,7 +251,7 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
            rate: float, parallel: int, notes: str = "", probes: tuple[list[str], float] = ((), 0.0),
            accelerator: bool = False, cal: Calibration = Calibration()) -> PhasePlan:
     """``finetunes``: (config, seeds, tasks, mode) per fine-tuning trial kind, mode ``finetune`` or ``probe``
-    (a frozen encoder's linear probe: its features' forward passes, one model load per task).
+    (a frozen encoder's linear probe: its features' forward passes over dev and test, the encoder loaded once).
     ``probes``: the probe tasks and the expected probed evaluations per run (search trials).
     ``accelerator``: a step takes at least ``step_floor_s`` (a rate measured here already includes it).
     ``cal``: the GPU check's measured constants, where given."""
@@ -267,9 +269,9 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
     for cfg, n, tasks, mode in finetunes:
         load = cal.finetune_load_s or FINETUNE_LOAD_S
         if mode == "probe":
-            t, f = _probe_cost(cfg, tasks)
+            t, f = _probe_cost(cfg, tasks, eval_splits=2)
             tokens, flops = tokens + n * t, flops + n * f
-            seconds += n * (f / (rate * FINETUNE_RATE_FACTOR) + len(tasks) * load)
+            seconds += n * (f / (rate * FINETUNE_RATE_FACTOR) + load)
             continue
         t, f = _finetune_cost(cfg, tasks)
         tokens, flops = tokens + n * t, flops + n * f

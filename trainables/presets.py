@@ -115,7 +115,8 @@ def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, ba
 
 def _preset_known_answer() -> ExperimentConfig:
     # The instrument check (sweeps/known_answer.py): the planted language of trainables.data.planted, sized so
-    # that every checkable planted effect is large and certain in ~10 minutes on 2 cores (README: "Known answers").
+    # that every checkable planted effect is large and certain in ~5 minutes on 2 cores (the gate's grid; README:
+    # "The instrument check").
     # ~550 words: a 1,024-piece WordPiece holds each whole; sentences of 13 tokens, so 64 positions. Sequence
     # classification reads a fresh [CLS] head (head=cls): no pooler trained by NSP is credited to a contrast.
     return ExperimentConfig(

@@ -72,10 +72,13 @@ def test_a_resumed_replication_keeps_the_checks_it_finished_and_continues_the_re
     monkeypatch.setattr(ar, "build_report", lambda path: type("R", (), {"contributions": path})())
     nothing = ak.PlantedCheck([ak.EffectResult(e, None, float("nan")) for e in ak.PLANTED_EFFECTS], 0, 0, 0)
     monkeypatch.setattr(ak, "check_planted", lambda contributions: nothing)  # no effect measured, none recovered
+    import pandas as pd
+
     base = ["--languages", "2", "--seed-blocks", "2", "--storage", str(tmp_path), "--name", "r"]
     done = tmp_path / "r-lang106-seeds6"  # finished: export and verdict
     (done / "export").mkdir(parents=True)
-    (done / "export" / "runs.parquet").write_bytes(b"")
+    gate_runs = pd.DataFrame({"phase": ["measure", "measure", "finetune"], "variant": ["mlm_only", "none", "none"]})
+    gate_runs.to_parquet(done / "export" / "runs.parquet")
     (done / "report").mkdir()
     (done / "report" / "known_answer.json").write_text(json.dumps({"effects": [
         {"verdict": "recovered", "estimate": 0.5}, {"verdict": "not checkable at this size", "estimate": None}]}))
@@ -92,7 +95,11 @@ def test_a_resumed_replication_keeps_the_checks_it_finished_and_continues_the_re
     ran = [a[a.index("--name") + 1] for a in calls]
     assert ran == ["r-lang106-seeds9", "r-lang107-seeds6", "r-lang107-seeds9"]
     assert all("--resume" in a and "--sabotage" in a for a in calls)
-    assert (tmp_path / "r" / "replication.md").read_text().count("sabotaged check(s)") == 1
+    table = (tmp_path / "r" / "replication.md").read_text()
+    assert table.count("sabotaged check(s)") == 1 and "grid: none, mlm_only (the gate's)" in table
+    calls.clear()  # the same name asked for the full grid: its finished gate check is refused, nothing runs
+    assert known_answer.main([*base, "--sabotage", "--resume", "--all-effects"]) == 2
+    assert calls == []
     calls.clear()
     assert known_answer.main([*base, "--name", "p"]) == 1  # nothing recovered: the frozen rule does not hold
     assert [a[a.index("--name") + 1] for a in calls] == ["p-lang111-seeds9", "p-lang111-seeds12",

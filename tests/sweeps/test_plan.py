@@ -273,8 +273,14 @@ def test_the_plan_counts_the_fine_tuning_trials_each_mode_runs_with_its_own_task
                 for s in range(seeds)]
     specs = phases.finetune_phase(measured, ctx.tasks, args).param_space["spec"]["grid_search"]
     assert planned["finetune"].runs == len(specs) == len(measured) * args.finetune_seeds * 2  # finetune + probe
+    lexical_null = ["planted_lexical", "planted_null"]
+    expected = {"finetune": lexical_null, "probe": lexical_null} if gate else \
+        {"finetune": ["planted_discourse", *lexical_null], "probe": sorted(ctx.tasks)}
     assert {m: sorted({t for s in specs if s["mode"] == m for t in s["tasks"]}) for m in ("finetune", "probe")} == \
-        {m: sorted(ts) for m, ts in plan.mode_tasks(args, ctx.tasks).items()}
+        expected
+    # the phase's cost is each trial's, with its own mode and tasks: planned one by one, the same FLOPs
+    by_spec = [plan._phase("finetune", [], [(s["cfg"], 1, s["tasks"], s["mode"])], 1e10, 1).flops for s in specs]
+    assert planned["finetune"].flops == pytest.approx(sum(by_spec))
     one = [(cfg, 1, list(ctx.tasks), mode) for mode in ("finetune", "probe")]
     ft, pr = (plan._phase("finetune", [], [x], 1e10, 1) for x in one)
     assert 0 < pr.flops < ft.flops and pr.wall_s < ft.wall_s
