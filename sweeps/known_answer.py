@@ -105,9 +105,10 @@ def parse(sweep: Sweep, argv: list[str] | None):
         raise ConfigError(f"--all-effects runs its own variants ({VARIANTS}); drop --variants {args.variants}")
     if args.all_effects or args.variants or args.tasks:  # every effect's grid, or the one asked for
         args.variants = args.variants or VARIANTS
+        args.grid = "every planted effect's (--all-effects)" if args.all_effects else "asked for"
     else:  # the gate's grid; the preset's tasks stay in the config (its data and runs are the full grid's):
         # the phases run the gate's only
-        args.variants, args.mode_tasks = ",".join(gate_variants), gate_modes(gate_tasks)
+        args.variants, args.mode_tasks, args.grid = ",".join(gate_variants), gate_modes(gate_tasks), "the gate's"
     return args
 
 
@@ -177,8 +178,7 @@ def _write_check(rep, root: str) -> str:
     out_dir = Path(root) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / CHECK_MD).write_text(text + "\n")
-    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus, "protocol": PROTOCOL,
-                                                 "variants": _measured_variants(root)}) + "\n")
+    (out_dir / CHECK_JSON).write_text(dumps({**check.to_json(), "corpus": corpus, "protocol": PROTOCOL}) + "\n")
     return text
 
 
@@ -294,9 +294,7 @@ def replicate(argv: list[str], n: int) -> int:
                 return code
         roots[(k, seed)] = root
     rep = Replication({key: check_planted(build_report(f"{r}/export").contributions) for key, r in roots.items()})
-    grid = "the gate's" if args.variants == ",".join(gate_grid()[0]) and not args.tasks else "asked for"
-    grid = "every planted effect's (--all-effects)" if args.all_effects else grid
-    text = (f"protocol {PROTOCOL} (docs/known-answers.md); grid: {args.variants.replace(',', ', ')} ({grid})\n\n"
+    text = (f"protocol {PROTOCOL} (docs/known-answers.md); grid: {args.variants.replace(',', ', ')} ({args.grid})\n\n"
             + rep.format(sabotaged=args.sabotage))
     out = Path(experiment_root(argparse_ns(args, base), SWEEP.script))
     out.mkdir(parents=True, exist_ok=True)
