@@ -106,9 +106,15 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
     else:
         tuner = tune.Tuner(
             trainable, param_space=phase.param_space,
+            # reuse_actors: a finished trial's process runs the phase's next trial instead of a new process
+            # importing torch, transformers and the project again (~5 s of CPU each; a smoke phase's trials
+            # train for under a second). Safe because a trial's core sets everything it depends on itself:
+            # its seeds, threads and device (the same run measures the same bits in a fresh process or a reused
+            # one: tests/sweeps/test_sweep_ray.py)
             tune_config=tune.TuneConfig(num_samples=phase.num_samples, search_alg=phase.search_alg,
                                         scheduler=phase.scheduler, max_concurrent_trials=phase.max_concurrent or None,
-                                        trial_dirname_creator=_trial_dirname, trial_name_creator=_trial_name),
+                                        reuse_actors=True, trial_dirname_creator=_trial_dirname,
+                                        trial_name_creator=_trial_name),
             run_config=tune.RunConfig(
                 name=phase.name, storage_path=root, verbose=0,
                 # Tune's result.json and progress.csv per trial, but not its TensorBoard logger: each run

@@ -135,6 +135,22 @@ def test_same_seed_same_predictions(tiny_checkpoint, cfg):
     assert a == b
 
 
+def test_a_fine_tuning_after_another_seeds_in_the_same_process_trains_the_same(tiny_checkpoint, cfg, tmp_path):
+    """What the sweeps' reused trial processes (Tune's reuse_actors) rest on: every training loss of seed 3 is
+    the same after seed 4's fine-tuning and a changed global generator as before (and seed 4's differ, so the
+    losses do follow the seed: the tiny model predicts one label whatever the seed)."""
+    import torch
+
+    task = [load_hub_task("mrpc", FIXTURES / "glue_mrpc")]
+    losses = []
+    for seed, name in ((3, "first"), (4, "other"), (3, "again")):
+        run_finetuning(tiny_checkpoint, [], [seed], cfg, datasets=task, tensorboard_dir=str(tmp_path / name))
+        torch.manual_seed(12345)
+        losses.append(_scalars(tmp_path / name)[f"mrpc/lr{cfg.finetune.rates[0]:g}/train_loss"])
+    first, other, again = losses
+    assert first == again and first != other
+
+
 def test_user_task_files_in_each_schema_run(tiny_checkpoint, cfg, tmp_path):
     files = write_user_files(tmp_path)
     result = run_finetuning(tiny_checkpoint, [], [0], cfg, task_files=[(str(p), k) for k, p in files.items()])

@@ -126,6 +126,22 @@ def test_resume_equals_uninterrupted_training(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_run_after_other_runs_in_the_same_process_trains_the_same_bits(tmp_path):
+    """What the sweeps' reused trial processes (Tune's reuse_actors) rest on: a run sets every process-wide
+    thing it depends on itself, so a run made after another variant's and seed's run in the same process
+    trains exactly what it trains first (weights bit for bit, the same held-out metrics)."""
+    from safetensors.torch import load_file
+
+    cfg = _cfg(tmp_path, "mlm_only", "optim.max_steps=4", "model.dropout=0.1")
+    first = run_pretraining(cfg, tmp_path / "first")
+    run_pretraining(_cfg(tmp_path, "full", "optim.max_steps=4", "run.seed=1", "model.dropout=0.1"), tmp_path / "other")
+    torch.manual_seed(12345)  # and whatever the other run left in the global generator is changed again
+    again = run_pretraining(cfg, tmp_path / "again")
+    a, b = load_file(tmp_path / "first" / "model.safetensors"), load_file(tmp_path / "again" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert {k: repr(v) for k, v in again.metrics.items()} == {k: repr(v) for k, v in first.metrics.items()}
+
+
 def test_run_json_tokens_per_s_is_wall_clock_with_the_loaders_waits(tmp_path, monkeypatch):
     """A loader that keeps the step waiting (1.5 s per batch) shows in run.json's throughput: it was timed
     from each batch's arrival, so the waits, where an input-bound GPU run loses its time, were left out."""
