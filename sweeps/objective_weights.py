@@ -33,17 +33,20 @@ from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 
 # What is this script's own at each preset: the search and the best mix (seeds, GPUs and CPUs per trial come
 # from sweeps.cli.PRESET_DEFAULTS; sized with ../shared/SCIENCE.md: fewer, longer runs).
+# The instrument check (--check) runs first wherever it is a small part of the job; not at smoke (the plumbing in
+# a minute or two, which the check would triple) nor at gpu-quick (a quarter hour of one GPU, and the check's
+# trials are CPU trials at its own preset).
 DEFAULTS = {
-    "smoke": dict(num_samples=4),
+    "smoke": dict(num_samples=4, check=False),
     # Two cores, 20 minutes: a two-trial search shows the mechanics (BERT's mix and one TPE point); measuring
     # a searched mix as well would add 3 runs and 3 fine-tunings (~6 min), so it is opt-in here.
-    "cpu-small": dict(num_samples=2, measure_best_mix=False),
+    "cpu-small": dict(num_samples=2, measure_best_mix=False, check=True),
     # One H200: eight search trials, four at a time on the shared GPU; the best mix is measured over the seeds.
-    "gpu-quick": dict(num_samples=8, measure_best_mix=True),
+    "gpu-quick": dict(num_samples=8, measure_best_mix=True, check=False),
     # Clusters: ASHA stops half the trials at each rung, so eight trials cost ~3 full runs (sweeps.plan).
-    "bert-mini": dict(num_samples=8, measure_best_mix=True),
-    "bert-small": dict(num_samples=8, measure_best_mix=True),
-    "bert-base": dict(num_samples=4, measure_best_mix=True),
+    "bert-mini": dict(num_samples=8, measure_best_mix=True, check=True),
+    "bert-small": dict(num_samples=8, measure_best_mix=True, check=True),
+    "bert-base": dict(num_samples=4, measure_best_mix=True, check=True),
 }
 PROBE_TASKS = ("sentiment", "topic")
 
@@ -178,11 +181,11 @@ def _extra_args(p) -> None:
     p.add_argument("--measure-best-mix", action=argparse.BooleanOptionalAction, default=True,
                    help="measure the searched mix over the seeds beside the named variants "
                         "(default: on; off at cpu-small, where it would not fit 20 minutes)")
-    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="run the instrument check's gate first (what sweeps/known_answer.py runs: MLM's planted "
-                        "word classes recovered and nothing called on the null task; ~5 minutes on 2 cores), open "
-                        "the report's headline with its result and exit 1 if it failed (default: off: with it the "
-                        "cpu-small default no longer fits 20 minutes on 2 cores)")
+                        "word classes recovered and nothing called on the null task; ~4 minutes on 2 cores), open "
+                        "the report's headline with its result and exit 1 if it failed (default: on, off at smoke "
+                        "and gpu-quick; --no-check skips it)")
 
 
 def measured(ctx: Context):

@@ -136,7 +136,8 @@ def test_the_gate_grid_is_what_the_checkable_effects_and_the_null_task_read():
 
 
 def test_the_main_jobs_plan_starts_with_its_instrument_check_when_it_runs_one():
-    """--check's gate is planned before the job's own phases; without --check nothing is planned for it."""
+    """--check's gate is planned before the job's own phases, by default at cpu-small (the built-in default) and the
+    cluster presets; with --no-check, and by default at smoke and gpu-quick, nothing is planned for it."""
     from sweeps import objective_weights
     from sweeps.frame import Context, default_parse, sweep_plan
     from trainables.tasks import resolve_tasks
@@ -148,12 +149,16 @@ def test_the_main_jobs_plan_starts_with_its_instrument_check_when_it_runs_one():
                                                              None)).phases
         return [p.name for p in phases], phases[0]
 
-    names, first = plan_of("--check")
-    assert names == ["check", "search", "measure", "finetune"]
+    names, first = plan_of()
+    assert names == ["check", "search", "measure", "finetune"]  # on by default
     # 6 pretraining runs, each fine-tuned and probed: 12 trials on the lexical and null tasks
     assert first.runs == 6 + 12 and "none, mlm_only x 3 seeds on planted_lexical, planted_null" in first.notes
-    assert plan_of()[0] == ["search", "measure", "finetune"]  # off by default
-    assert plan_of("--preset", "smoke", "--check")[0][0] == "check"
+    assert plan_of("--check")[0] == names
+    assert plan_of("--preset", "bert-small", "--set", "data.allow_epochs=300")[0][0] == "check"
+    assert plan_of("--no-check")[0] == ["search", "measure", "finetune"]
+    for preset in ("smoke", "gpu-quick"):
+        assert plan_of("--preset", preset)[0][0] == "search"  # off by default there
+        assert plan_of("--preset", preset, "--check")[0][0] == "check"
 
 
 def test_an_interrupted_phase_raises_instead_of_returning_a_partial_grid():
