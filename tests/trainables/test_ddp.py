@@ -15,7 +15,7 @@ import torch
 
 from trainables.data.batches import Loader, Position
 from trainables.data.masking import MaskedBatch
-from trainables.gpu_check.ddp import run_two
+from trainables.gpu_check.ddp import run_jobs
 from trainables.presets import build_config
 from trainables.pretrain import build_pretraining_data
 
@@ -25,60 +25,65 @@ def _cfg(tmp, *extra, variant="full"):
                                           f"data.cache_dir={tmp}", "run.tensorboard=false", *extra])
 
 
-def _run_two(tmp_path, cfg, mode=""):
-    """The GPU check's DDP harness (trainables.gpu_check.ddp), here on the CPU."""
-    return run_two(cfg, tmp_path / (mode or "run"), mode, "cpu")
-
-
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-def test_at_a_token_budget_every_rank_stops_at_the_same_step(cache, tmp_path):
-    # batch 32 at max_steps 77: the two ranks' halves differ in tokens, which split the old per-rank count
-    cfg = _cfg(cache, "optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
-    r0, r1 = _run_two(tmp_path, cfg)
+TOKEN_BUDGET = ("optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
+PACKED = ("optim.budget=tokens", "optim.batch_size=16", "optim.max_steps=9", "optim.grad_accum=2", "run.log_every=3")
+
+
+@pytest.fixture(scope="module")
+def ranks(cache, tmp_path_factory):
+    """Every two-rank job of these tests, in the GPU check's DDP harness (trainables.gpu_check.ddp) on the CPU,
+    the two gloo processes started once for all of them. The NaN job runs first: its instruments must be gone
+    before the next job, or every later job stops at its second step and its test fails."""
+    root = tmp_path_factory.mktemp("ranks")
+    jobs = {"nan": (_cfg(cache, "optim.max_steps=8", "run.log_every=2"), "nan"),
+            # batch 32 at max_steps 77: the two ranks' halves differ in tokens, which split the old per-rank count
+            "token_budget": (_cfg(cache, *TOKEN_BUDGET), ""),
+            "packed": (_cfg(cache, *PACKED, variant="sentence_pair"), ""),
+            **{f"no_sync{accum}": (_cfg(cache, "optim.max_steps=3", "optim.batch_size=8", f"optim.grad_accum={accum}"),
+                                   "no_sync") for accum in (1, 2)},
+            "dropout": (_cfg(cache, "optim.max_steps=2"), "dropout")}
+    records = run_jobs([(cfg, root / name, mode) for name, (cfg, mode) in jobs.items()], "cpu")
+    return dict(zip(jobs, records))
+
+
+def test_at_a_token_budget_every_rank_stops_at_the_same_step(cache, ranks, tmp_path):
+    r0, r1 = ranks["token_budget"]
     assert r0["steps"] == r1["steps"] and r0["tokens"] == r1["tokens"] and r0["flops"] == r1["flops"]
-    one = _cfg(cache, "optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77")
     from trainables.pretrain import run_pretraining
 
-    single = run_pretraining(one, tmp_path / "single", device="cpu")
+    single = run_pretraining(_cfg(cache, *TOKEN_BUDGET[:3]), tmp_path / "single", device="cpu")
     assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])  # global counts, as on one worker
 
 
-def test_packed_sentence_pairs_train_on_two_ranks_with_accumulation_as_on_one(cache, tmp_path):
+def test_packed_sentence_pairs_train_on_two_ranks_with_accumulation_as_on_one(cache, ranks, tmp_path):
     """sentence_pairs' extra tensors (blocks, position ids, each pair's [CLS] and label) split by rank and
     micro-batch with the rows they belong to: two gloo ranks at accumulation 2 spend the one-worker run's budget."""
-    args = ("optim.budget=tokens", "optim.batch_size=16", "optim.max_steps=9", "optim.grad_accum=2", "run.log_every=3")
-    r0, r1 = _run_two(tmp_path, _cfg(cache, *args, variant="sentence_pair"))
+    r0, r1 = ranks["packed"]
     assert r0["steps"] == r1["steps"] and r0["tokens"] == r1["tokens"] and "nan" not in r0
     from trainables.pretrain import run_pretraining
 
-    single = run_pretraining(_cfg(cache, *args, variant="sentence_pair"), tmp_path / "single", device="cpu")
+    single = run_pretraining(_cfg(cache, *PACKED, variant="sentence_pair"), tmp_path / "single", device="cpu")
     assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])
 
 
-def test_a_nan_on_one_rank_stops_every_rank_at_that_log_step(cache, tmp_path):
-    cfg = _cfg(cache, "optim.max_steps=8", "run.log_every=2")
-    r0, r1 = _run_two(tmp_path, cfg, "nan")
+def test_a_nan_on_one_rank_stops_every_rank_at_that_log_step(ranks):
+    r0, r1 = ranks["nan"]
     assert "by step 2" in r0.get("nan", "") and "by step 2" in r1.get("nan", "")
 
 
-def test_gradient_accumulation_all_reduces_only_the_last_micro_batch(cache, tmp_path):
-    per_step = {}
-    for accum in (1, 2):
-        cfg = _cfg(cache, "optim.max_steps=3", "optim.batch_size=8", f"optim.grad_accum={accum}")
-        sub = tmp_path / f"a{accum}"
-        sub.mkdir()
-        per_step[accum] = _run_two(sub, cfg, "no_sync")[0]["allreduce_per_step"]
+def test_gradient_accumulation_all_reduces_only_the_last_micro_batch(ranks):
+    per_step = {accum: ranks[f"no_sync{accum}"][0]["allreduce_per_step"] for accum in (1, 2)}
     assert len(per_step[1]) == 3 and per_step[1][0] > 0
     assert per_step[2] == per_step[1]  # one all-reduce of each bucket per optimizer step, not per micro-batch
 
 
-def test_each_rank_draws_its_own_dropout_noise(cache, tmp_path):
-    cfg = _cfg(cache, "optim.max_steps=2")
-    r0, r1 = _run_two(tmp_path, cfg, "dropout")
+def test_each_rank_draws_its_own_dropout_noise(ranks):
+    r0, r1 = ranks["dropout"]
     assert r0["dropout"] != r1["dropout"]
 
 
