@@ -98,9 +98,10 @@ def with_shared_data(cfg: ExperimentConfig, root: str) -> ExperimentConfig:
     return cfg.replace(data=replace(cfg.data, prepared_root=f"{root.rsplit('/', 1)[0]}/data"))
 
 
-def final_report(root: str, out=sys.stdout, check: dict | None = None) -> str | None:
+def final_report(root: str, out=None, check: dict | None = None) -> str | None:
     """Analysis of the export: the contribution table on the terminal, Markdown/CSV/PNG beside it (``check``: the
     instrument check's verdicts, read by the headline)."""
+    out = out or sys.stdout  # the stream when called (a test's capture), not when imported
     export_dir = f"{root}/export"
     if "://" in root:
         print(f"export: {export_dir} (run `python -m analysis.report` on a local copy for the table)", file=out)

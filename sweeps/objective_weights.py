@@ -38,8 +38,9 @@ from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 # trials are CPU trials at its own preset).
 DEFAULTS = {
     "smoke": dict(num_samples=4, check=False),
-    # Two cores, 20 minutes: a two-trial search shows the mechanics (BERT's mix and one TPE point); measuring
-    # a searched mix as well would add 3 runs and 3 fine-tunings (~6 min), so it is opt-in here.
+    # Two cores, 20 minutes: a two-trial search shows the mechanics (BERT's mix and one TPE point), and its probe
+    # scores differ by noise at this budget; measuring its mix would add 3 runs and 3 fine-tunings (a fifth of
+    # the measure and fine-tuning phases), so it is opt-in here.
     "cpu-small": dict(num_samples=2, measure_best_mix=False, check=True),
     # One H200: eight search trials, four at a time on the shared GPU; the best mix is measured over the seeds.
     "gpu-quick": dict(num_samples=8, measure_best_mix=True, check=False),
@@ -180,10 +181,10 @@ def _extra_args(p) -> None:
                                         "(default: mlm and --pair)")
     p.add_argument("--measure-best-mix", action=argparse.BooleanOptionalAction, default=True,
                    help="measure the searched mix over the seeds beside the named variants "
-                        "(default: on; off at cpu-small, where it would not fit 20 minutes)")
+                        "(default: on; off at cpu-small, whose two-trial search cannot tell a mix from BERT's)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="run the instrument check's gate first (what sweeps/known_answer.py runs: MLM's planted "
-                        "word classes recovered and nothing called on the null task; ~4 minutes on 2 cores), open "
+                        "word classes recovered and nothing called on the null task; 1-4 minutes on 2 cores), open "
                         "the report's headline with its result and exit 1 if it failed (default: on, off at smoke "
                         "and gpu-quick; --no-check skips it)")
 
@@ -205,9 +206,10 @@ def _check(root: str) -> dict | None:
     return json.loads(path.read_text()) if "://" not in root and path.exists() else None
 
 
-def report(root: str, out=sys.stdout) -> str | None:
+def report(root: str, out=None) -> str | None:
     """The usual report, its headline opened by the instrument check's result when ``--check`` ran, each quoted
     contrast saying whether the check vouches for it."""
+    out = out or sys.stdout  # the stream when called (a test's capture), not when imported
     from sweeps.frame import final_report
 
     check = _check(root)

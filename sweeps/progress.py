@@ -30,6 +30,16 @@ class Progress(tune.Callback):
         self._results: dict[str, dict] = {}
         self._bar = None
 
+    def __getstate__(self) -> dict:
+        """Tune pickles its callbacks with the experiment (``tuner.pkl``, for ``--resume``). The stream and the
+        live bar belong to this process and are left out: a notebook's or a test's captured stream cannot be
+        pickled, and the sweep failed at its first phase when run from one. An unpickled Progress writes to
+        ``sys.stdout``."""
+        return {**self.__dict__, "out": None, "_bar": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, out=state.get("out") or sys.stdout)
+
     # ---- phases (called by sweeps.runner.run_phase)
     def begin(self, phase: str, total: int) -> None:
         self.phase, self.totals[phase] = phase, total

@@ -109,8 +109,8 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
             # reuse_actors: a finished trial's process runs the phase's next trial instead of a new process
             # importing torch, transformers and the project again (~5 s of CPU each; a smoke phase's trials
             # train for under a second). Safe because a trial's core sets everything it depends on itself:
-            # its seeds, threads and device (the same run measures the same bits in a fresh process or a reused
-            # one: tests/sweeps/test_sweep_ray.py)
+            # its seeds, threads and device (a run made after another in the same process trains the same bits:
+            # tests/trainables/test_pretrain.py, tests/test_finetune.py)
             tune_config=tune.TuneConfig(num_samples=phase.num_samples, search_alg=phase.search_alg,
                                         scheduler=phase.scheduler, max_concurrent_trials=phase.max_concurrent or None,
                                         reuse_actors=True, trial_dirname_creator=_trial_dirname,

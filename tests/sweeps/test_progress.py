@@ -77,3 +77,27 @@ def test_a_phase_inside_another_sweep_is_named_with_its_prefix():
     lines = out.getvalue().splitlines()
     assert lines and all(line.split("] ")[1].startswith("check/measure ") for line in lines)
     assert Progress(out=out).prefix == ""
+
+
+class Unpicklable(Terminal):
+    """A stream as a notebook or pytest's capture gives one: it cannot be pickled."""
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle this stream")
+
+
+def test_progress_pickles_without_its_stream_as_tune_saves_it_for_resume():
+    """Tune pickles its callbacks into tuner.pkl when a phase starts; a sweep run where sys.stdout cannot be
+    pickled (a notebook, a test's capture) failed there. The stream and the live bar stay behind; the counts go."""
+    import sys
+
+    from ray import cloudpickle
+
+    p = Progress(out=Unpicklable())
+    p.begin("measure", 2)
+    p.on_trial_start(0, [], Trial("full-s0"))
+    assert p._bar is not None  # live, as on a terminal
+    copy = cloudpickle.loads(cloudpickle.dumps(p))
+    assert copy.out is sys.stdout and copy._bar is None and copy.counts == p.counts and copy.totals == {"measure": 2}
+    assert p.out.__class__ is Unpicklable and p._bar is not None  # the running sweep's own object is untouched
+    p.end("measure")

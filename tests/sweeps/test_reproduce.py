@@ -123,17 +123,37 @@ def test_every_recipe_has_a_smoke_run():
     assert sorted(n for n, *_ in SMOKE_RUNS) == sorted(RUNNABLE)
 
 
+@pytest.fixture(scope="module")
+def one_ray_session():
+    """The recipes' smoke runs after the first share this process and its Ray session, as a script running
+    several sweeps does (``sweeps.runner.init_ray`` keeps a session it finds): each in its own interpreter spent
+    ~10 s of a ~25 s run starting Python, torch, transformers and Ray again. Shut down after the last."""
+    yield
+    import ray
+
+    ray.shutdown()
+
+
+def _smoke_run(name: str, tmp_path: Path, capsys, in_process: bool) -> str:
+    argv = [name, "--scale", "smoke", "--storage", str(tmp_path), "--name", "run", "--quiet", "--tasks", "sentiment",
+            "--seeds", "2"]
+    if in_process:
+        assert reproduce.main(argv) == 0
+        return capsys.readouterr().out
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(REPO / "sweeps" / "reproduce.py"), *argv], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name, contrast, rows", SMOKE_RUNS)
-def test_smoke_end_to_end_prints_and_writes_the_paper_table(name, contrast, rows, tmp_path):
-    """~1-2 minutes each on 2 cores (roberta-t2: 4 variants, albert-t5 3): smoke preset, x 2 seeds, one task
-    (half the fine-tuning trials)."""
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, str(REPO / "sweeps" / "reproduce.py"), name, "--scale", "smoke", "--storage",
-           str(tmp_path), "--name", "run", "--quiet", "--tasks", "sentiment", "--seeds", "2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out, c = proc.stdout, RECIPES[name].citation
+def test_smoke_end_to_end_prints_and_writes_the_paper_table(name, contrast, rows, tmp_path, capsys, one_ray_session):
+    """~20-30 s each on 2 cores (roberta-t2: 4 variants, albert-t5 3): smoke preset, x 2 seeds, one task (half
+    the fine-tuning trials). The first runs as the command a user types (its own interpreter), the others
+    through the same ``main`` in this process."""
+    out, c = _smoke_run(name, tmp_path, capsys, in_process=name != SMOKE_RUNS[0][0]), RECIPES[name].citation
     assert f"{c.authors} {c.year}, {c.table} vs this run" in out
     assert out.index("vs this run") < out.index("This run pretrained")  # the paper's table opens the report
     report = tmp_path / "run" / "report"
