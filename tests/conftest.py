@@ -58,3 +58,13 @@ def build_tiny_checkpoint(out_dir, vocab_size: int = 300, hidden: int = 32, max_
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
     return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny_checkpoint"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """How pytest-xdist (``-n 2 --dist loadgroup``, pyproject's addopts) shares the tests between two workers: the
+    slow end-to-end tests run one after another on one worker, as without xdist (each fills both cores with its
+    own Ray trials, and some watch the clock), while the other worker takes the unit tests, a file at a time (its
+    module fixtures built once), and fills the cores those leave idle: starting Python, Ray and its workers,
+    waiting on subprocesses. ``-n 0`` runs everything in one process."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("slow" if item.get_closest_marker("slow") else item.nodeid.split("::")[0]))
