@@ -60,8 +60,8 @@ def test_a_timed_out_part_keeps_what_came_before_and_the_json_reaches_the_storag
     """A part killed at its share of the budget is recorded as a timeout (its process group gone), the parts
     before it stay in the file, and every rewrite is mirrored to --storage (file:// through pyarrow, as s3://).
     The smoke part never finishes here (``_STUCK_SMOKE``) and its share is pinned to 20 s (it writes its header
-    within a second or two alone, a few more beside the other xdist worker's tests): a real smoke racing its
-    share passed or failed with the machine's speed."""
+    within a second or two; the margin is for a machine shared with the other xdist worker): a real smoke
+    racing its share passed or failed with the machine's speed."""
     share, popen = check.part_timeout, check.subprocess.Popen
 
     def start(cmd, *args, **kwargs):
