@@ -63,8 +63,8 @@ def tiny_checkpoint(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     """The files that hold slow tests first, each file's tests in their order. The suite runs on two xdist
     workers a file at a time, handed out in this order (pyproject's addopts: ``--no-loadscope-reorder``;
-    docs/contributing.md): the minutes-long Ray files start first and the many short files fill in beside
-    them, instead of a long file running alone at the end while the other worker has nothing left (xdist's
-    own order, the files with the most tests first, left the four tests of test_sweep_ray.py to the end)."""
+    docs/contributing.md): the slow files (the minutes-long Ray ones among them) are handed out first, in path
+    order, and the many short files fill in beside them, instead of xdist's own order (the files with the most
+    tests first), which leaves the few-test Ray files to the end of the queue."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # stable: files stay whole and in order
