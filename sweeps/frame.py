@@ -100,8 +100,8 @@ def with_shared_data(cfg: ExperimentConfig, root: str) -> ExperimentConfig:
 
 def final_report(root: str, out=None, check: dict | None = None) -> str | None:
     """Analysis of the export: the contribution table on the terminal, Markdown/CSV/PNG beside it (``check``: the
-    instrument check's verdicts, read by the headline)."""
-    out = out or sys.stdout  # the stream when called (a test's capture), not when imported
+    instrument check's verdicts, read by the headline). ``out=None`` prints to ``sys.stdout`` as it is at the call
+    (a test's or a notebook's capture), as every sweep's report does."""
     export_dir = f"{root}/export"
     if "://" in root:
         print(f"export: {export_dir} (run `python -m analysis.report` on a local copy for the table)", file=out)

@@ -152,7 +152,6 @@ def cue_lines(corpus: str, tasks) -> list[str]:
 
 def report(root: str, out=None) -> str | None:
     """The cue checks and the planted-effects table first, then the usual report; all written beside the export."""
-    out = out or sys.stdout  # the stream when called (a test's capture), not when imported
     if "://" in root:
         print(f"export: {root}/export (run `python -m analysis.known_answer` on a local copy)", file=out)
         return None

@@ -209,7 +209,6 @@ def _check(root: str) -> dict | None:
 def report(root: str, out=None) -> str | None:
     """The usual report, its headline opened by the instrument check's result when ``--check`` ran, each quoted
     contrast saying whether the check vouches for it."""
-    out = out or sys.stdout  # the stream when called (a test's capture), not when imported
     from sweeps.frame import final_report
 
     check = _check(root)

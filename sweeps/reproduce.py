@@ -180,7 +180,6 @@ def run_rows(root: str, recipe: Recipe) -> list[tuple[RecipeVariant, object]]:
 def paper_report(recipe: Recipe, root: str, scale: str = "", out=None) -> str | None:
     """The paper's table beside the run's (printed first, written as paper_vs_run.md/.png) with the rows, the
     protocols and the scale's note under it, then the paper's intrinsic metrics, then the shared report."""
-    out = out or sys.stdout  # the stream when called (a test's capture), not when imported
     if "://" not in root:
         from analysis.paper import compare, compare_intrinsic, intrinsic_markdown, plot, to_markdown
         from analysis.report import build_report
