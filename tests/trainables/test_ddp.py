@@ -15,14 +15,8 @@ import torch
 
 from trainables.data.batches import Loader, Position
 from trainables.data.masking import MaskedBatch
-from trainables.gpu_check.ddp import run_jobs
-from trainables.presets import build_config
+from trainables.gpu_check.ddp import TOKEN_BUDGET, ddp_config, run_jobs
 from trainables.pretrain import build_pretraining_data
-
-
-def _cfg(tmp, *extra, variant="full"):
-    return build_config("smoke", variant, ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
-                                          f"data.cache_dir={tmp}", "run.tensorboard=false", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +24,6 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-TOKEN_BUDGET = ("optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
 PACKED = ("optim.budget=tokens", "optim.batch_size=16", "optim.max_steps=9", "optim.grad_accum=2", "run.log_every=3")
 
 
@@ -40,13 +33,12 @@ def ranks(cache, tmp_path_factory):
     the two gloo processes started once for all of them. The NaN job runs first: its instruments must be gone
     before the next job, or every later job stops at its second step and its test fails."""
     root = tmp_path_factory.mktemp("ranks")
-    jobs = {"nan": (_cfg(cache, "optim.max_steps=8", "run.log_every=2"), "nan"),
-            # batch 32 at max_steps 77: the two ranks' halves differ in tokens, which split the old per-rank count
-            "token_budget": (_cfg(cache, *TOKEN_BUDGET), ""),
-            "packed": (_cfg(cache, *PACKED, variant="sentence_pair"), ""),
-            **{f"no_sync{accum}": (_cfg(cache, "optim.max_steps=3", "optim.batch_size=8", f"optim.grad_accum={accum}"),
-                                   "no_sync") for accum in (1, 2)},
-            "dropout": (_cfg(cache, "optim.max_steps=2"), "dropout")}
+    jobs = {"nan": (ddp_config(cache, "optim.max_steps=8", "run.log_every=2"), "nan"),
+            "token_budget": (ddp_config(cache, *TOKEN_BUDGET), ""),
+            "packed": (ddp_config(cache, *PACKED, variant="sentence_pair"), ""),
+            **{f"no_sync{accum}": (ddp_config(cache, "optim.max_steps=3", "optim.batch_size=8",
+                                              f"optim.grad_accum={accum}"), "no_sync") for accum in (1, 2)},
+            "dropout": (ddp_config(cache, "optim.max_steps=2"), "dropout")}
     records = run_jobs([(cfg, root / name, mode) for name, (cfg, mode) in jobs.items()], "cpu")
     return dict(zip(jobs, records))
 
@@ -56,7 +48,7 @@ def test_at_a_token_budget_every_rank_stops_at_the_same_step(cache, ranks, tmp_p
     assert r0["steps"] == r1["steps"] and r0["tokens"] == r1["tokens"] and r0["flops"] == r1["flops"]
     from trainables.pretrain import run_pretraining
 
-    single = run_pretraining(_cfg(cache, *TOKEN_BUDGET[:3]), tmp_path / "single", device="cpu")
+    single = run_pretraining(ddp_config(cache, *TOKEN_BUDGET[:3]), tmp_path / "single", device="cpu")
     assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])  # global counts, as on one worker
 
 
@@ -67,7 +59,7 @@ def test_packed_sentence_pairs_train_on_two_ranks_with_accumulation_as_on_one(ca
     assert r0["steps"] == r1["steps"] and r0["tokens"] == r1["tokens"] and "nan" not in r0
     from trainables.pretrain import run_pretraining
 
-    single = run_pretraining(_cfg(cache, *PACKED, variant="sentence_pair"), tmp_path / "single", device="cpu")
+    single = run_pretraining(ddp_config(cache, *PACKED, variant="sentence_pair"), tmp_path / "single", device="cpu")
     assert (single.steps, single.tokens_seen) == (r0["steps"], r0["tokens"])
 
 
@@ -108,7 +100,7 @@ def test_batches_reach_the_device_contiguous_and_pinned(cache, monkeypatch):
 
     import trainables.pretrain as pretrain
 
-    cfg = _cfg(cache, "optim.batch_size=8", "optim.grad_accum=2", "optim.max_steps=3")
+    cfg = ddp_config(cache, "optim.batch_size=8", "optim.grad_accum=2", "optim.max_steps=3")
     data = build_pretraining_data(cfg)
     model = pretrain.pretrain_model(cfg, pretrain.initial_model(cfg, data))
     opt, sched = pretrain.build_optimizer(model, cfg)
@@ -134,14 +126,14 @@ def test_with_loader_workers_the_dataloader_pins_not_the_training_thread(cache, 
             built.append(kwargs.get("pin_memory", False))
             super().__init__(*args, **kwargs)
     monkeypatch.setattr(torch.utils.data, "DataLoader", Spy)
-    data = build_pretraining_data(_cfg(cache, "optim.batch_size=8"))
+    data = build_pretraining_data(ddp_config(cache, "optim.batch_size=8"))
     got = list(Loader(data.steps, Position(0, 0, 0, 0), 3, workers=1, pin=True))
     assert len(got) == 3 and built == [True]
     assert threading.main_thread() not in pinned_in
 
 
 def test_a_ranks_rows_get_the_masks_of_the_global_batch(cache):
-    data = build_pretraining_data(_cfg(cache, "optim.batch_size=8"))
+    data = build_pretraining_data(ddp_config(cache, "optim.batch_size=8"))
     p = Position(0, 0, 0, 0)
     whole = data.steps.step(p)
     for rank in (0, 1):

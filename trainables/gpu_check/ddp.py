@@ -105,10 +105,15 @@ def run_jobs(jobs: list[tuple], device: str = "cpu") -> list[list[dict]]:
     return [[json.loads((Path(out) / f"rank{r}.json").read_text()) for r in (0, 1)] for _, out, _ in jobs]
 
 
-def ddp_config(cache: Path, *extra: str):
+# batch 32 at max_steps 77: the two ranks' halves differ in tokens, which split the old per-rank count
+TOKEN_BUDGET = ("optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
+
+
+def ddp_config(cache: Path, *extra: str, variant: str = "full"):
+    """The smoke model on a small synthetic corpus cached in ``cache``: every DDP job here and in the tests."""
     from trainables.presets import build_config
 
-    return build_config("smoke", "full", ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
+    return build_config("smoke", variant, ["data.corpus=synthetic", "data.max_documents=80", "data.allow_epochs=100",
                                           "data.decontaminate=none", f"data.cache_dir={cache}", "run.tensorboard=false",
                                           *extra])
 
@@ -117,19 +122,18 @@ def run(part) -> None:
     from trainables.pretrain import run_pretraining
 
     dev, cache, work = ("cuda:0" if part.device == "cuda" else "cpu"), part.work / "cache", part.work
-    budget = ("optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
     sync1, sync2, (r0, r1), (b0, b1) = run_jobs(
         [*[(ddp_config(cache, "optim.max_steps=3", "optim.batch_size=8", f"optim.grad_accum={accum}"),
             work / f"no_sync{accum}", "no_sync") for accum in (1, 2)],
          (ddp_config(cache, "optim.max_steps=8", "run.log_every=2"), work / "nan", "nan"),
-         (ddp_config(cache, *budget), work / "budget", "")], dev)
+         (ddp_config(cache, *TOKEN_BUDGET), work / "budget", "")], dev)
     per_step = {1: sync1[0]["allreduce_per_step"], 2: sync2[0]["allreduce_per_step"]}
     part.record(allreduce_per_step=per_step)
     part.check("no_sync_all_reduces_once_per_step", len(per_step[1]) == 3 and per_step[1][0] > 0 and
                per_step[2] == per_step[1], per_step)
     part.record(nan=[r0.get("nan"), r1.get("nan")])
     part.check("a_nan_on_one_rank_stops_both", all("by step 2" in (r.get("nan") or "") for r in (r0, r1)))
-    one = run_pretraining(ddp_config(cache, *budget[:3]), work / "one", device=dev)
+    one = run_pretraining(ddp_config(cache, *TOKEN_BUDGET[:3]), work / "one", device=dev)
     part.record(token_budget={"rank0": [b0["steps"], b0["tokens"]], "rank1": [b1["steps"], b1["tokens"]],
                               "one_worker": [one.steps, one.tokens_seen]})
     part.check("a_token_budget_stops_both_at_one_step", (b0["steps"], b0["tokens"]) == (b1["steps"], b1["tokens"]) ==
