@@ -194,7 +194,10 @@ def write_hparams(runs, evals, logdir: str) -> None:
               "input_format", "pretrain_seed", "data_seed", "budget", "status"]
     skip = set(params) | {"run_id", "stop_reason", "checkpoint", "config_json"}
     prim = evals[evals["is_primary"] & (evals["mode"] == "finetune")] if len(evals) else evals
+    if len(prim) and "selected" in prim.columns:  # the rate chosen on dev only, shown beside its score
+        prim = prim[prim["selected"].astype(bool)]
     scores = prim.groupby(["run_id", "task"])["value"].mean() if len(prim) else None
+    rates = prim.groupby(["run_id", "task"])["lr"].first() if len(prim) and "lr" in prim.columns else None
     writer = SummaryWriter(log_dir=logdir)
     for row in runs.to_dict("records"):
         hp = {k: (row[k] if isinstance(row[k], (str, bool)) else float(row[k])) for k in params
@@ -205,6 +208,8 @@ def write_hparams(runs, evals, logdir: str) -> None:
             mine = scores.loc[row["run_id"]]
             metrics.update({f"task/{t}": float(v) for t, v in mine.items()})
             metrics["task/mean"] = float(mine.mean())
+            if rates is not None:
+                metrics.update({f"lr/{t}": float(v) for t, v in rates.loc[row["run_id"]].items() if v == v})
         if metrics:
             writer.add_hparams(hp, metrics, run_name=row["run_id"])
     writer.close()

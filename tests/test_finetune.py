@@ -17,7 +17,7 @@ from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
 
 EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s",
-                "source_task", "positive_label", "lr", "dev_value", "selected", "head"]
+                "source_task", "positive_label", "lr", "dev_value", "selected", "head", "epoch"]
 PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold", "lr"]
 
 
@@ -270,3 +270,36 @@ def test_fine_tuning_dropout_replaces_the_pretraining_dropout(tiny_checkpoint):
     model = build_head_model(tiny_checkpoint, spec, 0, dropout=0.3)
     assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == 0.3
     assert sum(isinstance(m, __import__("torch").nn.Dropout) and m.p == 0.3 for m in model.modules()) >= 2
+
+
+def test_keep_best_scores_the_state_of_the_epoch_best_on_dev(tiny_checkpoint, tmp_path):
+    """With finetune.keep_best the record's dev score is the best of the dev curve the run logged after each
+    epoch (the first best on ties), its epoch is that epoch, and dev was scored on the kept state, not the last."""
+    cfg = build_config("smoke", overrides=["finetune.epochs=5", "finetune.lr=3e-3", "finetune.keep_best=true",
+                                           "run.device=cpu"])
+    task = [load_hub_task("mrpc", FIXTURES / "glue_mrpc")]
+    result = run_finetuning(tiny_checkpoint, [], [0], cfg, datasets=task, tensorboard_dir=str(tmp_path / "tb"))
+    curve = _scalars(tmp_path / "tb")[f"mrpc/lr{cfg.finetune.lr:g}/dev_f1"]
+    assert [s for s, _ in curve] == [100, 200, 300, 400, 500]
+    best = max(v for _, v in curve)
+    first = next(s for s, v in curve if v == best) / 100
+    rec = next(e for e in result.evals if e.metric == "f1")
+    assert rec.dev_value == pytest.approx(best) and rec.epoch == first
+
+
+def test_best_on_dev_keeps_the_best_weights_and_stops_after_patience():
+    import torch
+
+    from trainables.finetune.api import BestOnDev
+
+    model = torch.nn.Linear(2, 1)
+    keeper = BestOnDev(model, "acc", patience=2)
+    stops = []
+    for epoch, (acc, w) in enumerate([(0.5, 1.0), (0.7, 2.0), (0.7, 3.0), (float("nan"), 4.0), (0.6, 5.0)], 1):
+        with torch.no_grad():
+            model.weight.fill_(w)
+        stops.append(keeper.update(float(epoch), f"dev{epoch}", {"acc": acc}))
+    assert stops == [False, False, False, True, True]  # the tie at epoch 3 is no new best; NaN never is
+    keeper.restore()
+    assert keeper.epoch == 2.0 and keeper.dev == "dev2" and model.weight.eq(2.0).all()
+    assert not BestOnDev(model, "acc", patience=0).update(1.0, None, {"acc": 0.1})

@@ -51,3 +51,53 @@ def test_a_grid_fine_tunes_at_every_rate_and_exports_the_choice(tiny_checkpoint,
     best = prim.groupby("lr")["dev_value"].mean().idxmax()
     assert set(prim[prim.selected].lr) == {best} and set(preds.lr) == {best}
     assert len(preds) == 2 * len(task["test"])  # one rate's predictions per fine-tuning seed
+
+
+def _fake_fit(scores):
+    """``api._finetune_at`` stand-in: rate -> (test, dev) accuracy, so the grid's rates score differently and
+    the rate best on dev is not the last one nor the best on test."""
+    from trainables.finetune import api
+
+    def fit(ck, data, seed, cfg, device, run_id, lr, writer=None):
+        test, dev = scores[lr]
+        part = api.FinetuneResult()
+        part.extend(api._records(run_id, data.spec, seed, "finetune", data.spec.name, [{"id": "a"}], ["x"], ["x"],
+                                 0.0, lr, {"accuracy": dev}, epoch=2.0))
+        part.evals[:] = [e._replace(value=test) if e.metric == "accuracy" else e for e in part.evals]
+        return part, {"accuracy": dev}
+    return fit
+
+
+def test_every_number_shown_for_a_grid_is_the_chosen_rates(tiny_checkpoint, tmp_path, monkeypatch, capsys):
+    """The command's lines, the report callback and the trial's mean are the rate chosen on dev, with the rate
+    beside it; another rate's number only under its own rate's name. The rate best on dev (1e-3) is neither
+    the last of the grid nor the best on test, so reading any other rate's test score would show."""
+    from trainables.finetune import api
+    from trainables.finetune.__main__ import main
+    from test_tasks import write_user_files
+
+    scores = {3e-4: (0.60, 0.70), 1e-3: (0.55, 0.90), 3e-3: (0.80, 0.50)}
+    monkeypatch.setattr(api, "_finetune_at", _fake_fit(scores))
+    files = write_user_files(tmp_path / "in")
+    reported = []
+    cfg = build_config("smoke", overrides=["finetune.lr_grid=3e-4,1e-3,3e-3", "run.device=cpu"])
+    from trainables.tasks import load_user_task
+    task = load_user_task(files["single"], "single", "mine")
+    result = run_finetuning(tiny_checkpoint, [], [0], cfg, datasets=[task], report=reported.append)
+    (m,) = reported
+    assert m["mine/accuracy"] == 0.55 and m["lr/mine"] == 1e-3 and m["dev/mine/accuracy"] == 0.90
+    assert m["lr0.003/mine/accuracy"] == 0.80 and m["lr0.0003/mine/accuracy"] == 0.60
+    assert [e.value for e in result.selected_evals() if e.is_primary] == [0.55]
+
+    out = tmp_path / "out"
+    rc = main(["--checkpoint", str(tiny_checkpoint), "--task-file", str(files["single"]), "--task-type", "single",
+               "--task-name", "mine", "--preset", "smoke", "--set", "run.device=cpu",
+               "--set", "finetune.lr_grid=3e-4,1e-3,3e-3", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0
+    ev = pq.read_table(out / "evals.parquet").to_pandas()
+    row = ev[ev.selected & ev.is_primary].iloc[0]
+    assert (row.lr, row.value, row.dev_value) == (1e-3, 0.55, 0.90)
+    assert f"mine seed 0: chosen lr 0.001 of 0.0003, 0.001, 0.003, epoch 2: test accuracy=0.5500, dev 0.9000" in printed
+    assert "lr 0.001 (best on this seed's dev of 0.0003, 0.001, 0.003), epoch 2, mine/accuracy=0.5500" in printed
+    assert "mine/accuracy=0.8000" not in printed.replace("lr0.003/mine/accuracy=0.8000", "")

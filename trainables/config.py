@@ -258,9 +258,14 @@ class OptimConfig:
 class FinetuneConfig:
     """One fine-tuning recipe shared by every variant (and by ``none``); per task family."""
 
-    epochs: float = 2.0
+    epochs: float = 2.0  # the most epochs; with keep_best, fewer when dev stops improving
     lr: float = 2e-4
     lr_grid: str = ""  # comma-separated rates tried per (run, task): the one best on dev is reported; "" = lr only
+    # Score dev after every epoch and keep the state best on dev (ties: the earlier), so that a variant that needs
+    # more (or fewer) steps than another is not read at a point of the schedule that suits the other: one rule for
+    # every variant, none included (early stopping on dev, as Devlin et al. 2019 select on dev).
+    keep_best: bool = False
+    patience: int = 0  # with keep_best: stop after this many epochs without a new best on dev (0 = every epoch)
     batch_size: int = 32
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
@@ -288,6 +293,7 @@ class FinetuneConfig:
 
     def __post_init__(self):
         require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
+        require(self.patience >= 0, f"finetune.patience={self.patience} must be >= 0 (0 = no early stop)")
         require(self.lr > 0, f"finetune.lr={self.lr} must be > 0")
         try:
             grid = [float(x) for x in self.lr_grid.split(",") if x.strip()]

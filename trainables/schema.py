@@ -125,6 +125,9 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("head", pa.string(), "sequence classification head (finetune.head): pooler (BERT's, the checkpoint's "
            "pooler weights; NSP trains them, so full - mlm_pairs includes a trained pooler) | cls (a fresh dense+tanh "
            "on [CLS], the pooler weights unused); '' for heads on token states (tagging, qa) and the probe", False),
+    Column("epoch", pa.float64(), "fine-tuning epochs trained when the scored state was reached: with "
+           "finetune.keep_best the epoch best on dev (training stops finetune.patience epochs after it), else the "
+           "last; NaN for the probe", False),
 )
 PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
@@ -156,6 +159,7 @@ class EvalRecord(NamedTuple):
     dev_value: float = float("nan")
     selected: bool = True
     head: str = ""
+    epoch: float = float("nan")
 
 
 class PredictionRecord(NamedTuple):

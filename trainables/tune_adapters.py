@@ -226,7 +226,8 @@ def finetune_trainable(config: dict[str, Any]) -> None:
                                 if cfg.run.tensorboard else None)
         out = Path(tmp) / "rows"
         write_tables(result, out, select=False)  # the sweep's export chooses the rate across fine-tuning seeds
-        primary = [e.value for e in result.evals if e.is_primary and math.isfinite(e.value)]
+        # the rate chosen on dev only: with one fine-tuning seed per trial, the export's choice too
+        primary = [e.value for e in result.selected_evals() if e.is_primary and math.isfinite(e.value)]
         tune.report({"mean_primary": sum(primary) / max(len(primary), 1), "n_evals": float(len(result.evals)),
                      "final": 1.0}, checkpoint=tune.Checkpoint.from_directory(str(out)))
 

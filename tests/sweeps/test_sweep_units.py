@@ -91,8 +91,10 @@ def test_export_writes_the_data_dictionary_and_an_hparams_row_per_run(tmp_path):
         assert all(f"`{c}`" in text for c in cols), name
     runs = pd.DataFrame([{"run_id": "full-s0", "variant": "full", "phase": "measure", "mlm_weight": 1.0,
                           "mask_ratio": 0.15, "pretrain_seed": 0, "status": "completed", "mlm_acc": 0.2}])
-    evals = pd.DataFrame([{"run_id": "full-s0", "task": t, "is_primary": True, "mode": "finetune", "value": v}
-                          for t, v in (("topic", 0.8), ("topic", 0.7), ("pos", 0.5))])
+    evals = pd.DataFrame([{"run_id": "full-s0", "task": t, "is_primary": True, "mode": "finetune", "value": v,
+                           "lr": lr, "selected": sel}  # the rate not chosen on dev (0.1 on topic) is not shown
+                          for t, v, lr, sel in (("topic", 0.8, 1e-3, True), ("topic", 0.7, 1e-3, True),
+                                                ("topic", 0.1, 3e-3, False), ("pos", 0.5, 3e-4, True))])
     for logdir in (tmp_path / "local", f"file://{tmp_path / 'remote'}"):
         sweep_export.write_hparams(runs, evals, str(logdir))
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -101,7 +103,8 @@ def test_export_writes_the_data_dictionary_and_an_hparams_row_per_run(tmp_path):
         acc = EventAccumulator(str(tmp_path / where / "full-s0"))
         acc.Reload()
         values = {t: acc.Scalars(t)[0].value for t in acc.Tags()["scalars"]}
-        assert values == pytest.approx({"run/mlm_acc": 0.2, "task/topic": 0.75, "task/pos": 0.5, "task/mean": 0.625})
+        assert values == pytest.approx({"run/mlm_acc": 0.2, "task/topic": 0.75, "task/pos": 0.5, "task/mean": 0.625,
+                                        "lr/topic": 1e-3, "lr/pos": 3e-4})
         assert acc.PluginTagToContent("hparams")
 
 

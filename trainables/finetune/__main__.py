@@ -100,17 +100,47 @@ def main(argv: list[str] | None = None) -> int:
         result = run_finetuning(checkpoint, tasks, list(range(args.seeds)), cfg,
                                 mode="probe" if args.probe else "finetune", device=args.device, datasets=user,
                                 run_id=args.run_id or ("none" if args.checkpoint == "none" else ""),
-                                report=lambda m: print(f"[{m['done']}/{m['total']}] {m['task']} seed "
-                                                       f"{m['finetune_seed']}: " + ", ".join(
-                                                           f"{k}={v:.4f}" for k, v in m.items()
-                                                           if "/" in k and isinstance(v, float)), flush=True))
+                                report=lambda m: print(seed_line(m, cfg.finetune.rates), flush=True))
         evals_path, preds_path = write_tables(result, args.out)
     except (TaskError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for line in chosen_lines(evals_path):
+        print(line)
     print(f"wrote {evals_path} ({len(result.evals)} rows) and {preds_path} ({len(result.predictions)} rows) "
           f"in {time.perf_counter() - t0:.1f}s")
     return 0
+
+
+def seed_line(m: dict, rates: tuple[float, ...]) -> str:
+    """One (task, seed) as it finished: the rate best on this seed's dev, its test and dev metrics; other
+    rates' test metrics only with their rate in the name."""
+    task = m["task"]
+    head = f"[{m['done']}/{m['total']}] {task} seed {m['finetune_seed']}: "
+    if f"lr/{task}" in m:
+        head += f"lr {m[f'lr/{task}']:g}" + (f" (best on this seed's dev of {', '.join(f'{r:g}' for r in rates)})"
+                                              if len(rates) > 1 else "")
+        head += f", epoch {m[f'epoch/{task}']:g}, " if m.get(f"epoch/{task}") == m.get(f"epoch/{task}") else ", "
+    return head + ", ".join(f"{k}={v:.4f}" for k, v in m.items()
+                            if "/" in k and isinstance(v, float) and not k.startswith(("lr/", "epoch/")))
+
+
+def chosen_lines(evals_path: Path) -> list[str]:
+    """Per task and seed, the headline metric of the exported selected row: the rate chosen on dev (over
+    the seeds), the epoch kept, test and dev, and the rates it was chosen from."""
+    import pyarrow.parquet as pq
+
+    ev = pq.read_table(evals_path).to_pandas()
+    prim = ev[ev["is_primary"]]
+    out = []
+    for (task, mode, seed), grp in prim.groupby(["task", "mode", "finetune_seed"], sort=True):
+        row = grp[grp["selected"]].iloc[0]
+        rates = sorted({float(x) for x in grp["lr"] if x == x})
+        where = "probe" if mode == "probe" else (
+            f"chosen lr {row.lr:g}" + (f" of {', '.join(f'{r:g}' for r in rates)}" if len(rates) > 1 else "")
+            + (f", epoch {row.epoch:g}" if "epoch" in row and row.epoch == row.epoch else ""))
+        out.append(f"{task} seed {seed}: {where}: test {row.metric}={row.value:.4f}, dev {row.dev_value:.4f}")
+    return out
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Protocol: one recipe (``cfg.finetune``) for every variant, ``none`` included; AdamW with linear warmup
 and decay; dynamic padding with length bucketing; the training subset (``max_train_examples``) is drawn
 with the fine-tuning draw, the evaluation subset (``max_eval_examples``) with a fixed seed so every run
-scores the same examples. No model selection: the final model is evaluated on dev (reported through
-``report``) and on test (the records, each with its dev value beside it; the probe's records too), so
-nothing is ever chosen on test. The training subset, head init and data order of fine-tuning seed f come from ``heads.finetune_draw(f, pretraining seed)``: the
+scores the same examples. Selection only on dev: the rate (``finetune.lr_grid``: ``selection``) and, with
+``finetune.keep_best``, the epoch whose state is kept; the kept model is scored on dev and test (the records,
+each with its dev value, rate and epoch beside it; the probe's records too), so nothing is chosen on test, and
+every number reported for a fine-tuning is the chosen rate's unless labelled with its own rate. The training subset, head init and data order of fine-tuning seed f come from ``heads.finetune_draw(f, pretraining seed)``: the
 same for every variant of one pretraining seed, drawn anew per pretraining seed (nested, so the
 multibootstrap's resampling of pretraining seeds covers them; ``analysis.bootstrap``).
 """
@@ -13,11 +14,12 @@ multibootstrap's resampling of pretraining seeds covers them; ``analysis.bootstr
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -54,6 +56,14 @@ class FinetuneResult:
         self.evals.extend(other.evals)
         self.predictions.extend(other.predictions)
 
+    def selected_evals(self) -> list[EvalRecord]:
+        """The records of the rate chosen on dev per (run, task, mode), as the export marks them
+        (``selection.select_on_dev``: mean dev headline metric over the fine-tuning seeds)."""
+        if not self.evals:
+            return []
+        evals, _ = self.to_tables(select=True)
+        return [r for r, keep in zip(self.evals, evals.column("selected").to_pylist()) if keep]
+
 
 def select_tables(evals, preds):
     """``selection.select_on_dev`` on Arrow tables, keeping their schemas."""
@@ -66,35 +76,50 @@ def select_tables(evals, preds):
 
 def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, rows: list[dict],
              preds: list[str], golds: list[str], wall: float, lr: float = float("nan"),
-             dev: dict[str, float] | None = None, head: str = "") -> FinetuneResult:
+             dev: dict[str, float] | None = None, head: str = "", epoch: float = float("nan")) -> FinetuneResult:
     values = score(spec, preds, golds)
     evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall,
-                        spec.name, spec.positive or "", lr, float((dev or {}).get(m, float("nan"))), True, head)
+                        spec.name, spec.positive or "", lr, float((dev or {}).get(m, float("nan"))), True, head,
+                        epoch)
              for m, v in values.items()]
     predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g, lr)
                    for r, p, g in zip(rows, preds, golds)]
     return FinetuneResult(evals, predictions)
 
 
+class Fit(NamedTuple):
+    """One (task, seed) fine-tuned at every rate of the grid: every rate's records, and the rate best on
+    this seed's dev (ties: the lower rate, as ``selection.chosen_rates``) with its dev metrics."""
+
+    result: FinetuneResult
+    lr: float
+    dev: dict[str, float]
+
+
 def finetune_one(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
-                 run_id: str, writer=None) -> tuple[FinetuneResult, dict[str, float]]:
+                 run_id: str, writer=None) -> Fit:
     """Fine-tune one head with one seed at each rate of ``finetune.rates``: test records (with the dev
-    metric beside them, which selects the rate) for each reported split; the best rate's dev metrics."""
-    result, best = FinetuneResult(), {}
+    metric beside them, which selects the rate) for each reported split; the best rate and its dev metrics."""
+    result, best, best_lr = FinetuneResult(), {}, float("nan")
     for lr in cfg.finetune.rates:
         part, dev = _finetune_at(ck, data, seed, cfg, device, run_id, lr, writer)
         result.extend(part)
-        if not best or dev[data.spec.metric] > best[data.spec.metric]:
-            best = dev
-    return result, best
+        if not best or _better(dev[data.spec.metric], best[data.spec.metric]):
+            best, best_lr = dev, lr
+    return Fit(result, best_lr, best)
+
+
+def _better(value: float, than: float) -> bool:
+    """A dev score beats another; NaN never does, and anything beats NaN."""
+    return (value == value) and not (than >= value)
 
 
 class TrainLog:
     """TensorBoard scalars of one (task, rate) fine-tuning: the training loss (summed on the device, read
-    every ``every`` steps), the dev metrics after each epoch, the test metrics at the end."""
+    every ``every`` steps), the dev metrics after each epoch, the test metrics of the kept state."""
 
-    def __init__(self, writer, prefix: str, dev_score: Callable[[], dict[str, float]], every: int = 10):
-        self.writer, self.prefix, self.dev_score, self.every = writer, prefix, dev_score, every
+    def __init__(self, writer, prefix: str, every: int = 10):
+        self.writer, self.prefix, self.every = writer, prefix, every
         self.loss, self.n, self.last = 0.0, 0, 0
 
     def step(self, step: int, loss) -> None:
@@ -107,14 +132,35 @@ class TrainLog:
             self.writer.add_scalar(f"{self.prefix}/train_loss", float(self.loss) / self.n, self.last)
             self.loss, self.n = 0.0, 0
 
-    def epoch(self, epoch: float) -> None:
+    def epoch(self, epoch: float, dev: dict[str, float]) -> None:
         self._flush()
-        for m, v in self.dev_score().items():
+        for m, v in dev.items():
             self.writer.add_scalar(f"{self.prefix}/dev_{m}", v, round(epoch * 100))  # x-axis: epoch x 100
 
     def test(self, values: dict[str, float], split: str) -> None:
         for m, v in values.items():
             self.writer.add_scalar(f"{self.prefix}/{split}_{m}", v, 0)
+
+
+class BestOnDev:
+    """``finetune.keep_best``: the weights (copied to the host) and dev predictions of the epoch best on dev
+    so far (ties: the earlier); ``update`` says when ``patience`` epochs have passed without a new best."""
+
+    def __init__(self, model: torch.nn.Module, metric: str, patience: int):
+        self.model, self.metric, self.patience = model, metric, patience
+        self.best, self.epoch, self.dev, self.state, self.since = float("nan"), float("nan"), None, None, 0
+
+    def update(self, epoch: float, dev, metrics: dict[str, float]) -> bool:
+        value = float(metrics[self.metric])
+        if self.state is None or _better(value, self.best):
+            self.best, self.epoch, self.dev, self.since = value, epoch, dev, 0
+            self.state = {k: t.detach().to("cpu", copy=True) for k, t in self.model.state_dict().items()}
+        else:
+            self.since += 1
+        return 0 < self.patience <= self.since
+
+    def restore(self) -> None:
+        self.model.load_state_dict(self.state)
 
 
 def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
@@ -132,23 +178,32 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
         logits = predict_logits(model, enc, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
         return rows, *get_task_type(spec.type).decode(spec, rows, enc, logits, ft)
 
-    last_dev = {}  # the logger's dev evaluation after the last epoch is of the final model: not repeated
+    logger = TrainLog(writer, f"{spec.name}/lr{lr:g}") if writer else None
+    keeper = BestOnDev(model, spec.metric, ft.patience) if ft.keep_best else None
+    latest: dict = {}  # the dev evaluation after the last epoch, of the final model: not repeated
 
-    def dev_now() -> dict[str, float]:
-        last_dev["dev"] = evaluate("dev")
-        return score(spec, *last_dev["dev"][1:])
+    def on_epoch(epoch: float) -> bool:
+        latest["dev"] = evaluate("dev")
+        metrics = score(spec, *latest["dev"][1:])
+        if logger is not None:
+            logger.epoch(epoch, metrics)
+        return keeper.update(epoch, latest["dev"], metrics) if keeper is not None else False
 
-    logger = TrainLog(writer, f"{spec.name}/lr{lr:g}", dev_now) if writer else None
-    train_model(model, encode_split(data, train_rows, tok, ft, ck.max_position, True), ft, rng, device,
-                tok.pad_token_id, cfg.run.precision, logger)
+    enc = encode_split(data, train_rows, tok, ft, ck.max_position, True)
+    steps = train_model(model, enc, ft, rng, device, tok.pad_token_id, cfg.run.precision, logger,
+                        on_epoch if logger is not None or keeper is not None else None)
+    epoch = steps / math.ceil(len(enc.inputs) / ft.batch_size)
+    if keeper is not None:
+        keeper.restore()
+        epoch, latest["dev"] = keeper.epoch, keeper.dev
     result, dev_metrics = FinetuneResult(), {}
     for split, task_name in [("dev", ""), *spec.reported_names().items()]:
-        rows, preds, golds = last_dev.pop(split) if split in last_dev else evaluate(split)
+        rows, preds, golds = latest.pop(split) if split in latest else evaluate(split)
         if split == "dev":
             dev_metrics = score(spec, preds, golds)
             continue
         part = _records(run_id, spec, seed, "finetune", task_name, rows, preds, golds, time.perf_counter() - t0,
-                        lr, dev_metrics, head_name(spec, ft.head))
+                        lr, dev_metrics, head_name(spec, ft.head), epoch)
         if logger is not None:
             logger.test({e.metric: e.value for e in part.evals}, split)
         result.extend(part)
@@ -205,21 +260,37 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
         for seed in seeds:
             t0 = time.perf_counter()
             if mode == "finetune":
-                part, dev_metrics = finetune_one(ck, data, seed, cfg, dev, run_id, writer)
+                part, lr, dev_metrics = finetune_one(ck, data, seed, cfg, dev, run_id, writer)
             else:
-                part, dev_metrics = _probe_records(ck, encoder, data, seed, cfg, dev, run_id, t0)
+                (part, dev_metrics), lr = _probe_records(ck, encoder, data, seed, cfg, dev, run_id, t0), float("nan")
             result.extend(part)
             done += 1
+            metrics = seed_metrics(part, lr, data.spec.name, dev_metrics)
             log.info("%s seed %d (%s): %s in %.1fs", data.spec.name, seed, mode,
-                     {r.task + "/" + r.metric: round(r.value, 4) for r in part.evals}, time.perf_counter() - t0)
+                     {k: round(v, 4) for k, v in metrics.items()}, time.perf_counter() - t0)
             if report is not None:
                 report({"task": data.spec.name, "finetune_seed": seed, "mode": mode, "done": done, "total": total,
-                        **{f"{r.task}/{r.metric}": r.value for r in part.evals},
-                        **{f"dev/{data.spec.name}/{m}": v for m, v in dev_metrics.items()},
-                        "wall_time_s": time.perf_counter() - t0})
+                        **metrics, "wall_time_s": time.perf_counter() - t0})
     if writer is not None:
         writer.close()
     return result
+
+
+def seed_metrics(part: FinetuneResult, lr: float, task: str, dev: dict[str, float]) -> dict[str, float]:
+    """What one (task, seed) reports: the test metrics of the rate best on its dev (``task/metric``) with that
+    rate (``lr/task``) and epoch (``epoch/task``), its dev metrics (``dev/task/metric``), and every other
+    rate's test metrics labelled with their rate (``lr<rate>/task/metric``). The probe has no rate."""
+    def is_chosen(e: EvalRecord) -> bool:
+        return e.lr == lr or (lr != lr and e.lr != e.lr)
+
+    chosen = [e for e in part.evals if is_chosen(e)]
+    out = {f"{e.task}/{e.metric}": e.value for e in chosen}
+    if lr == lr:
+        out[f"lr/{task}"] = lr
+        out.update({f"epoch/{task}": e.epoch for e in chosen[:1]})
+    out.update({f"dev/{task}/{m}": v for m, v in dev.items()})
+    out.update({f"lr{e.lr:g}/{e.task}/{e.metric}": e.value for e in part.evals if not is_chosen(e)})
+    return out
 
 
 def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: str,

@@ -10,7 +10,7 @@ per ``READBACK_BATCHES`` evaluation batches, not per batch or per example.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -95,12 +95,14 @@ def build_optimizer(model: torch.nn.Module, ft: FinetuneConfig, total_steps: int
 
 
 def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generator, device: torch.device,
-                pad_id: int, precision: str = "auto", logger=None) -> int:
-    """Fine-tune in place for ``ft.epochs`` (fractional epochs allowed); returns the optimizer steps.
+                pad_id: int, precision: str = "auto", logger=None,
+                on_epoch: Callable[[float], bool] | None = None) -> int:
+    """Fine-tune in place for at most ``ft.epochs`` (fractional epochs allowed); returns the optimizer steps.
 
-    ``logger`` (optional) gets ``step(step, loss)`` after every step and ``epoch(epoch)`` after each
-    epoch, the last one after the final step; it must not draw from torch's RNG (dev scoring in eval
-    mode does not), so logging never changes what is trained."""
+    ``logger`` (optional) gets ``step(step, loss)`` after every step. ``on_epoch(epoch)`` (optional) is
+    called after each epoch, the last one after the final step, and ends training early by returning
+    True. Neither may draw from torch's RNG (dev scoring in eval mode does not), so watching never
+    changes what is trained; the schedule is always the one of ``ft.epochs``."""
     n_batches = math.ceil(len(enc.inputs) / ft.batch_size)
     total = max(1, math.ceil(ft.epochs * n_batches))
     opt, sched = build_optimizer(model, ft, total)
@@ -124,8 +126,9 @@ def train_model(model, enc: Encoded, ft: FinetuneConfig, rng: np.random.Generato
                     logger.step(step, loss.detach())
                 if step >= total:
                     break
-            if logger is not None:
-                logger.epoch(step / n_batches)
+            if on_epoch is not None:
+                if on_epoch(step / n_batches):
+                    break
                 model.train()
     return step
 
