@@ -15,6 +15,9 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
     power       per contrast: the minimal detectable effect at that family's first Holm step
                 (alpha/m), the prospective MDE with more seeds, the seeds that would resolve it
                 (with the range the seed variance's 2 df allow)
+    did not learn  a fine-tuning whose test predictions are one label for >= 95% of examples
+                (analysis.flags.did_not_learn) is left out of every estimate: a contrast needing its
+                (variant, pretraining seed) drops that seed there; counted and listed in the messages
     flags       a variant collapsed beyond none (analysis.flags: cosines and one-label fine-tuning), and per
                 task a variant whose interval of (variant - none) lies entirely below 0; a contrast
                 that subtracts a flagged variant is marked and not credited to the other objective
@@ -32,7 +35,7 @@ from analysis.baseline import chance_baseline, dev_seed_values, learned, learned
 from analysis.bootstrap import Interval, Measurement, multibootstrap
 from analysis.contrasts import ContrastDef, derive_contrasts, pair_level_objectives
 from analysis.export import Export
-from analysis.flags import Flag, collapse_flags, contrast_notes, worse_than_none
+from analysis.flags import Flag, collapse_flags, contrast_notes, did_not_learn, worse_than_none
 from analysis.inference import Power, contrast_power, family_calls
 from analysis.stats import example_stats
 from analysis.variants import NONE, VariantSpec, variant_specs
@@ -86,6 +89,7 @@ class Contributions:
     # the contrasts of the tasks not learned, never called nor in any family (a negative control's truth is
     # 0: whether its intervals cover 0 is still worth reading, analysis.known_answer)
     unlearned: list[ContrastEstimate] = field(default_factory=list)
+    did_not_learn: int = 0  # fine-tunings left out of every estimate: one label for >= 95% of test examples
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -125,11 +129,12 @@ def _first_text(evals: pd.DataFrame, task: str, column: str) -> str:
 
 def build_measurement(runs: pd.DataFrame, evals: pd.DataFrame, predictions: pd.DataFrame, task: str,
                       mode: str, metric: str, variants: tuple[str, ...],
-                      seeds: tuple[int, ...]) -> Measurement:
+                      seeds: tuple[int, ...], left_out: pd.DataFrame | None = None) -> Measurement:
     """The (V, P, F, N, K) statistics of one task from its predictions (or, lacking them, its evals).
 
     ``runs`` must hold one completed measure run per (variant, pretrain_seed). Binary F1 counts the
-    task's ``evals.positive_label`` as positive when recorded.
+    task's ``evals.positive_label`` as positive when recorded. ``left_out`` rows (run_id, task,
+    finetune_seed; fine-tunings that did not learn) are marked not present.
     """
     vi = {v: i for i, v in enumerate(variants)}
     si = {s: i for i, s in enumerate(seeds)}
@@ -153,6 +158,11 @@ def build_measurement(runs: pd.DataFrame, evals: pd.DataFrame, predictions: pd.D
     stats[pos[:, 0], pos[:, 1], fi, ex] = values
     present = np.zeros(stats.shape[:3], dtype=bool)
     present[pos[:, 0], pos[:, 1], fi] = True
+    if left_out is not None and len(left_out) and mode == "finetune":
+        for r in left_out[left_out["task"] == task].itertuples():
+            if r.run_id in cell and r.finetune_seed in fseeds:
+                v, p_ = cell[r.run_id]
+                present[v, p_, int(np.searchsorted(fseeds, r.finetune_seed))] = False
     return Measurement(metric, stats, present)
 
 
@@ -181,14 +191,15 @@ class _Task:
     learned: bool = True
 
 
-def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level, metrics=None):
+def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level, metrics=None,
+                   left_out: pd.DataFrame | None = None):
     """One ``_Task`` per (task, mode) on its headline metric, or, with ``metrics`` ((task, mode) -> metric),
     on those metrics for those tasks only (analysis.paper compares a paper's own metric: MRPC's accuracy)."""
     headline, messages = primary_metrics(evals)
     metrics = headline if metrics is None else metrics
     out, on_test, few = [], [], []
     for (task, mode), metric in metrics.items():
-        m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds)
+        m = build_measurement(done, evals, export.predictions, task, mode, metric, variants, seeds, left_out)
         span = METRIC_RANGES.get(metric, (-np.inf, np.inf))
         ivs = _clip(multibootstrap([m], rows, rng, n_boot, level), len(variants), span)
         t = _Task(task_label(task, mode), mode, metric, _first_text(evals, task, "source_task") or task, m, ivs, span)
@@ -271,13 +282,23 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     evals = export.evals[export.evals["run_id"].isin(done["run_id"])]
     rows = np.array([[1.0 if u == v else 0.0 for u in variants] for v in variants]
                     + [[float(d.weights.get(u, 0.0)) for u in variants] for d in defs]).reshape(-1, len(variants))
-    tasks, task_msgs = _measure_tasks(export, done, evals, variants, seeds, rows, rng, n_boot, level)
+    left_out = did_not_learn(export.predictions[export.predictions["run_id"].isin(done["run_id"])])
+    tasks, task_msgs = _measure_tasks(export, done, evals, variants, seeds, rows, rng, n_boot, level,
+                                      left_out=left_out)
     tasks += _averages(tasks, variants, rows, rng, n_boot, level)
     not_learned = tuple(t.label for t in tasks if not t.learned)
     messages += spec_msgs + missing + task_msgs + [
         f"task {t.label!r} was not learned at this budget: no variant, none included, scores above its chance "
         f"baseline {t.baseline:.3f} ({t.metric}) on dev; its contrasts are not computed and it is left out of averages"
         for t in tasks if not t.learned]
+    if len(left_out):
+        names = dict(zip(done["run_id"], done["variant"]))
+        per = left_out.assign(variant=left_out["run_id"].map(names)).groupby(["variant", "task"]).size()
+        total = evals[(evals["mode"] == "finetune") & evals["is_primary"]].groupby(
+            [evals["run_id"].map(names), "task"]).size()
+        listed = ", ".join(f"{v} on {t} ({n} of {int(total.get((v, t), n))})" for (v, t), n in per.items())
+        messages.append(f"{len(left_out)} fine-tuning(s) did not learn (one label for >= 95% of test examples) and "
+                        f"are left out of every estimate: {listed}")
     means = {(t.label, v): t.intervals[i] for t in tasks for i, v in enumerate(variants)}
     collapsed, flags, collapse_msgs = collapse_flags(done, export.predictions, variants)
     messages += collapse_msgs
@@ -291,4 +312,4 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
                          {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
-                         unlearned)
+                         unlearned, len(left_out))

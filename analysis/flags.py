@@ -80,6 +80,25 @@ def _label_task(predictions: pd.Series) -> bool:
     return not text.str.startswith(("[", '"')).any()
 
 
+def did_not_learn(predictions: pd.DataFrame) -> pd.DataFrame:
+    """The fine-tunings (run_id, task, finetune_seed) of label tasks whose test predictions are one label for
+    >= COLLAPSE_MAJORITY_SHARE of examples: they learned nothing a contrast could credit to an objective (a
+    96-step fine-tuning of a pretrained encoder can sit on the majority class while none's learns), so they
+    are left out of every estimate (``analysis.contributions``) and counted. Probes are not judged here."""
+    cols = ["run_id", "task", "finetune_seed"]
+    sel = predictions[predictions["mode"] == "finetune"] if len(predictions) else predictions
+    if sel.empty:
+        return pd.DataFrame(columns=cols + ["share", "label"])
+    out = []
+    for key, grp in sel.groupby(cols, sort=True):
+        if not _label_task(grp["prediction"]):
+            continue
+        counts = grp["prediction"].value_counts(normalize=True)
+        if counts.iloc[0] >= COLLAPSE_MAJORITY_SHARE:
+            out.append((*key, float(counts.iloc[0]), str(counts.index[0])))
+    return pd.DataFrame(out, columns=cols + ["share", "label"])
+
+
 def one_label_fine_tunings(predictions: pd.DataFrame, run_id: str) -> tuple[int, int]:
     """(fine-tunings of label tasks predicting one label for >= COLLAPSE_MAJORITY_SHARE of examples, all of them)."""
     sel = predictions[(predictions["run_id"] == run_id) & (predictions["mode"] == "finetune")]

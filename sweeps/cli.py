@@ -18,8 +18,10 @@ from trainables.presets import PRESETS, build_config
 # fill a GPU each. CPUs feed the preset's data.loader_workers (2 or 4) plus the training loop.
 PRESET_DEFAULTS: dict[str, dict] = {
     "smoke": dict(seeds=2, finetune_seeds=1),
-    "cpu-small": dict(seeds=3, finetune_seeds=1),
-    "known-answer": dict(seeds=3, finetune_seeds=1),  # sweeps/known_answer.py: its gate ~5 minutes on 2 cores (--all-effects ~20)
+    # the probe beside fine-tuning where it is a small part of the job: at laptop budgets it reads an encoder before
+    # fine-tuning can (it saw MLM on topic at ~6 M tokens, fine-tuning did not)
+    "cpu-small": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),
+    "known-answer": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),  # sweeps/known_answer.py: its gate ~5 minutes on 2 cores (--all-effects ~20)
     "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
     "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4),
     "bert-small": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8),
@@ -45,6 +47,11 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--num-samples", type=int, default=num_samples, help="search trials (Optuna TPE + ASHA)")
     p.add_argument("--seeds", type=int, default=seeds, help="pretraining seeds per measured variant")
     p.add_argument("--finetune-seeds", type=int, default=finetune_seeds, help="fine-tuning seeds per checkpoint")
+    p.add_argument("--first-seed", type=int, default=0, help="the first pretraining seed (seeds S..S+P-1): another "
+                                                             "block of seeds replicates a run on fresh draws")
+    p.add_argument("--modes", default=("finetune",), type=lambda t: tuple(m for m in t.split(",") if m),
+                   help="how each checkpoint is read: finetune and/or probe (a linear probe of the frozen encoder: "
+                        "what pretraining put in it, read in seconds), comma-separated (default: the preset's)")
     p.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (torch threads) per trial or per worker")
     p.add_argument("--gpus-per-trial", type=float, default=0,
                    help="GPUs per trial; a fraction (e.g. 0.25) lets several small trials share one GPU")
@@ -85,6 +92,11 @@ def base_config(args: argparse.Namespace, variant: str = "full") -> ExperimentCo
             raise ConfigError(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 0")
     if args.seeds < 1:
         raise ConfigError(f"--seeds={args.seeds} must be >= 1")
+    if args.first_seed < 0:
+        raise ConfigError(f"--first-seed {args.first_seed} must be >= 0")
+    bad = [m for m in args.modes if m not in ("finetune", "probe")]
+    if bad or not args.modes:
+        raise ConfigError(f"--modes {','.join(args.modes)!r}: unknown {bad or 'empty list'}; allowed: finetune, probe")
     if args.cpus_per_trial < 1 or args.workers_per_trial < 1 or args.gpus_per_trial < 0:
         raise ConfigError("--cpus-per-trial and --workers-per-trial must be >= 1 and --gpus-per-trial >= 0")
     check_gpus_per_worker(args.gpus_per_trial, args.workers_per_trial)

@@ -65,11 +65,8 @@ def parse(sweep: Sweep, argv: list[str] | None):
     p.set_defaults(preset=PRESET)
     p.add_argument("--variants", default=None, help="comma-separated measured variants (default: the gate's, "
                                                      "or with --all-effects the planted effects' own: " + VARIANTS + ")")
-    p.add_argument("--modes", default="finetune,probe", type=lambda t: tuple(m for m in t.split(",") if m),
-                   help="finetune and/or probe (a linear probe of the frozen encoder, what pretraining put in it), "
-                        "each on the grid's tasks: the gate's lexical and null tasks; with --all-effects fine-tuning on "
-                        "the lexical, discourse and null tasks and the probe on every planted task")
-    p.add_argument("--first-seed", type=int, default=0, help="the first pretraining seed (seeds S..S+P-1)")
+    p.set_defaults(modes=("finetune", "probe"))  # each on the grid's tasks: the gate's lexical and null tasks; with
+    # --all-effects fine-tuning on the lexical, discourse and null tasks and the probe on every planted task
     p.add_argument("--languages", type=int, default=0,
                    help=f"run the check on this many new languages ({REPLICATION_LANGUAGES[0]}, ...) at pretraining "
                         f"seeds from {REPLICATION_FIRST_SEED} on, and report per effect the share recovered")
@@ -88,9 +85,6 @@ def parse(sweep: Sweep, argv: list[str] | None):
     known, _ = p.parse_known_args(argv)
     p.set_defaults(**sweep_defaults(known.preset, sweep.defaults))
     args = p.parse_args(argv)
-    bad = [m for m in args.modes if m not in ("finetune", "probe")]
-    if bad or not args.modes:
-        raise ConfigError(f"--modes {','.join(args.modes)!r}: unknown {bad or 'empty list'}; allowed: finetune, probe")
     langs = SABOTAGE_LANGUAGES if args.sabotage else REPLICATION_LANGUAGES
     if not 0 <= args.languages <= len(langs):
         raise ConfigError(f"--languages {args.languages} is not valid; allowed: 0 (language 0 only) to {len(langs)}")

@@ -116,9 +116,12 @@ def test_collapse_is_flagged_with_its_reason_and_worse_than_none_needs_an_interv
     assert "[CLS] cosine 1.0000 vs none's 0.5000" in collapse.reason and "seed 0" in collapse.reason
     assert "fine-tuning predicts one label on 4/4" in collapse.reason
     worse = {f.variant for f in c.flags if f.task == "sst"}
-    assert worse == {"full", "mlm_pairs", "nsp_only"}  # mlm_only is 0.01 below none, but its interval includes 0
+    assert worse == {"full", "mlm_pairs"}  # mlm_only is 0.01 below none, but its interval includes 0
+    # nsp_only's fine-tunings predict one label: they did not learn, so no estimate credits anything to them
+    assert c.did_not_learn == 12 and any("nsp_only on sst (6 of 6), nsp_only on topic (6 of 6)" in m for m in c.messages)
     mlm = _contrast(c, "sst", "MLM contribution (full - nsp_only)")
-    assert "contrast against nsp_only (collapsed, worse than none on this task): not credited to MLM" in mlm.notes
+    assert mlm.interval.n_seeds == 0 and not np.isfinite(mlm.interval.estimate) and not np.isfinite(mlm.p_adjusted)
+    assert "contrast against nsp_only (collapsed): not credited to MLM" in mlm.notes
 
 
 def test_a_task_no_variant_learned_is_reported_and_left_out(tmp_path):
@@ -141,10 +144,13 @@ def test_tasks_sharing_a_source_task_count_once_in_the_average(tmp_path):
 
 def test_f1_counts_the_recorded_positive_label(tmp_path):
     root = write_export(tmp_path / "e", SEED_MEANS)
-    preds = pd.read_parquet(root / "predictions.parquet").assign(prediction="a")  # every example predicted 'a'
-    preds.to_parquet(root / "predictions.parquet")
+    preds = pd.read_parquet(root / "predictions.parquet")
+    j = preds["example_id"].str.rsplit("-", n=1).str[-1].astype(int)
+    # every 'a' predicted 'a', and every other 'b' too (75% 'a': a fine-tuning that learned something)
+    preds.assign(prediction=np.where((preds["gold"] == "a") | (j % 4 == 1), "a", "b")).to_parquet(
+        root / "predictions.parquet")
     evals = pd.read_parquet(root / "evals.parquet")
-    for positive, f1 in (("a", 2 * 0.5 / 1.5), ("b", 0.0)):
+    for positive, f1 in (("a", 2 * (2 / 3) / (1 + 2 / 3)), ("b", 2 * 0.5 / 1.5)):
         evals.assign(metric=evals["metric"].replace("accuracy", "f1"), positive_label=positive).to_parquet(
             root / "evals.parquet")
         c = _estimate(root, n_boot=20)
