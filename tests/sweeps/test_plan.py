@@ -13,6 +13,7 @@ import pytest
 from sweeps import objective_weights, phases, plan
 from sweeps.frame import Context, default_parse
 from sweeps.progress import Progress
+from trainables.config import ConfigError
 from trainables.presets import build_config
 from trainables.tasks import resolve_tasks
 
@@ -284,3 +285,17 @@ def test_the_plan_counts_the_fine_tuning_trials_each_mode_runs_with_its_own_task
     one = [(cfg, 1, list(ctx.tasks), mode) for mode in ("finetune", "probe")]
     ft, pr = (plan._phase("finetune", [], [x], 1e10, 1) for x in one)
     assert 0 < pr.flops < ft.flops and pr.wall_s < ft.wall_s
+
+
+def test_the_main_job_probes_beside_fine_tuning_at_cpu_small_and_takes_a_first_seed():
+    """cpu-small reads every checkpoint both ways, planned as such; other presets fine-tune only unless asked;
+    --first-seed moves the measured block of pretraining seeds; a bad mode or seed is one line."""
+    assert _args().modes == ("finetune", "probe") and _args("--preset", "gpu-quick").modes == ("finetune",)
+    assert _args("--preset", "gpu-quick", "--modes", "finetune,probe").modes == ("finetune", "probe")
+    cfg = build_config("cpu-small")
+    args = _args("--first-seed", "3")
+    specs = phases.measurement_specs([("mlm_only", phases.variant_config(cfg, "mlm_only"))], args.seeds, args.first_seed)
+    assert sorted(s["cfg"]["run"]["seed"] for s in specs) == [3, 4, 5]
+    for bad, said in ((["--modes", "finetune,lasso"], "--modes"), (["--first-seed", "-1"], "--first-seed")):
+        with pytest.raises(ConfigError, match=said):
+            objective_weights.SWEEP.configure(_args(*bad))
