@@ -32,7 +32,7 @@ from sweeps.runner import Phase, run_phase  # noqa: E402
 from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 
 # What is this script's own at each preset: the search and the best mix (seeds, GPUs and CPUs per trial come
-# from sweeps.cli.PRESET_DEFAULTS; sized with ../shared/SCIENCE.md: fewer, longer runs).
+# from sweeps.cli.PRESET_DEFAULTS; sized by measurement on 2 cores, docs/presets.md: fewer, longer runs).
 # The instrument check (--check) runs first wherever it is a small part of the job; not at smoke (the plumbing in
 # a minute or two, which the check would triple) nor at gpu-quick (a quarter hour of one GPU, and the check's
 # trials are CPU trials at its own preset).

@@ -3,7 +3,7 @@
     build_config("cpu-small", variant="mlm_only", overrides=["objective.mask_ratio=0.3"])
 
     smoke       seconds, for tests: a 2-layer hidden-32 BERT, 8 steps
-    cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (sized in SCIENCE.md)
+    cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (docs/presets.md)
     gpu-quick   one H200-class GPU in a quarter hour: bert-mini width, several trials sharing the GPU
     known-answer   the instrument check on the planted language (sweeps/known_answer.py): its gate ~5 min on 2 cores
     bert-mini, bert-small, bert-base   the published BERT family sizes, for GPU clusters
@@ -39,7 +39,7 @@ def _preset_smoke() -> ExperimentConfig:
 
 
 def _preset_cpu_small() -> ExperimentConfig:
-    # Sized by ../shared/SCIENCE.md's pilot: hidden 128, 2 layers, vocab 8192, sequence 128, batch 32.
+    # Sized by a pilot on 2 cores (docs/presets.md): hidden 128, 2 layers, vocab 8192, sequence 128, batch 32.
     return ExperimentConfig(
         preset="cpu-small",
         # No dropout while pretraining, as cramming (Geiping & Goldstein 2023) in its budgeted regime: 160 steps
