@@ -32,6 +32,17 @@ from analysis.variants import INPUT_FORMATS, NONE, VariantSpec, describe
 FAMILIES = ("vs_none", "seed", "loss", "format", "swap", "factorial", "best_mix")
 SEED_DEFINITIONS = (("MLM contribution (full - nsp_only)", "full", "nsp_only", "MLM"),
                     ("NSP contribution (full - mlm_only)", "full", "mlm_only", "NSP"))
+# The primary family: the question the tool exists for, declared before any run. MLM's effect over no
+# pretraining and NSP's loss effect (only the loss differs: same pairs, same inputs) are adjusted within
+# themselves for the headline; every other cell is a secondary family with its own adjustment.
+PRIMARY = {"MLM's effect over none": {"mlm_only": 1.0, "none": -1.0},
+           "NSP's loss effect": {"full": 1.0, "mlm_pairs": -1.0}}
+
+
+def holm_family(d: "ContrastDef") -> str:
+    """'primary' for the contrasts of ``PRIMARY`` (by weights, whatever they are named), else 'secondary'."""
+    key = _key(d.weights)
+    return "primary" if any(key == _key(w) for w in PRIMARY.values()) else "secondary"
 
 
 @dataclass(frozen=True)

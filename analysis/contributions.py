@@ -10,8 +10,9 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
                 its contrasts are not, and it stays out of the averages
     averages    'average (finetune)' / 'average (probe)' over the learned tasks, each source task
                 weighing the same (mnli_m and mnli_mm are halves of one; evals.source_task)
-    Holm        one family: every (contrast, row) cell of the learned rows, averages included, the
-                cells the headline can quote (analysis.inference.family_calls says why)
+    Holm        two families, each over every task row of the learned rows, averages included: the
+                primary contrasts (analysis.contrasts.PRIMARY: MLM's effect over none, NSP's loss
+                effect), declared before any run, and every other cell (analysis.inference.family_calls)
     power       per contrast: the minimal detectable effect at that family's first Holm step
                 (alpha/m), the prospective MDE with more seeds, the seeds that would resolve it
                 (with the range the seed variance's 2 df allow)
@@ -33,7 +34,7 @@ import pandas as pd
 
 from analysis.baseline import chance_baseline, dev_seed_values, learned, learned_on_dev, task_golds
 from analysis.bootstrap import Interval, Measurement, multibootstrap
-from analysis.contrasts import ContrastDef, derive_contrasts, pair_level_objectives
+from analysis.contrasts import ContrastDef, derive_contrasts, holm_family, pair_level_objectives
 from analysis.export import Export
 from analysis.flags import Flag, collapse_flags, contrast_notes, did_not_learn, worse_than_none
 from analysis.inference import Power, contrast_power, family_calls
@@ -50,8 +51,9 @@ class ContrastEstimate:
     contrast: ContrastDef
     interval: Interval
     notes: tuple[str, ...] = ()  # flags of the variants it involves
-    p_adjusted: float = NAN  # Holm over the family: every (contrast, row) cell of the report
+    p_adjusted: float = NAN  # Holm within its family (holm_family) over every task row
     power: Power | None = None
+    holm_family: str = "secondary"  # primary (analysis.contrasts.PRIMARY) | secondary
 
 
 @dataclass(frozen=True)
@@ -258,12 +260,19 @@ def _budget(done: pd.DataFrame, evals: pd.DataFrame, seeds, variants) -> tuple[B
 
 
 def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[ContrastEstimate]:
-    """Every (contrast, row) cell, Holm-adjusted as one family (``analysis.inference.family_calls``),
-    with its power at that family's Holm level."""
+    """Every (contrast, row) cell, Holm-adjusted within its family (``analysis.contrasts.holm_family``: the
+    primary contrasts on every row, then the rest; ``analysis.inference.family_calls``), with its power at
+    that family's Holm level."""
     cells = [(t, d, iv) for t in rows_of for d, iv in zip(defs, t.intervals[len(variants):])]
-    adjusted, _, m = family_calls([iv for _, _, iv in cells])
-    return [ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse), float(p),
-                             contrast_power(iv, m)) for (t, d, iv), p in zip(cells, adjusted)]
+    out: list[ContrastEstimate | None] = [None] * len(cells)
+    for family in ("primary", "secondary"):
+        idx = [i for i, (_, d, _) in enumerate(cells) if holm_family(d) == family]
+        adjusted, _, m = family_calls([cells[i][2] for i in idx])
+        for i, p in zip(idx, adjusted):
+            t, d, iv = cells[i]
+            out[i] = ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse), float(p),
+                                      contrast_power(iv, m), family)
+    return out
 
 
 def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int = 1000,

@@ -23,9 +23,34 @@ def resolved(e: ContrastEstimate) -> bool:
     return called(e.interval, e.p_adjusted, ALPHA)
 
 
-def family_size(c: Contributions) -> int:
-    """m of the family: the contrast cells with a p-value (every task row and average)."""
-    return sum(bool(np.isfinite(e.p_adjusted)) for e in c.contrasts)
+def family_size(c: Contributions, family: str | None = None) -> int:
+    """m of a Holm family (``primary`` | ``secondary``; None: both together): its contrast cells with a p-value
+    (every task row and average)."""
+    return sum(bool(np.isfinite(e.p_adjusted)) for e in c.contrasts if family in (None, e.holm_family))
+
+
+def families(c: Contributions) -> str:
+    """How the cells were adjusted, in one phrase."""
+    prim, sec = family_size(c, "primary"), family_size(c, "secondary")
+    if not prim:
+        return f"Holm's adjustment over all {sec} contrast cells of every task row (one family)"
+    return (f"Holm's adjustment within each family (the primary question, MLM's effect over none and NSP's loss "
+            f"effect: {prim} cells; the other contrasts: {sec} cells)")
+
+
+def _primary(c: Contributions, check: dict | None = None) -> str:
+    """The answer to the question the tool exists for: each primary contrast on each average row (or on every
+    task row when there is no average), resolved or not, adjusted within its own family."""
+    prim = [e for e in c.contrasts if e.holm_family == "primary" and np.isfinite(e.interval.estimate)]
+    if not prim:
+        return ""
+    shown = [e for e in prim if e.task.startswith("average")] or prim
+    items = "; ".join(f"{e.contrast.name} on {e.task} {e.interval.estimate:+.3f} [{e.interval.lo:+.3f}, "
+                      f"{e.interval.hi:+.3f}] {'resolved' if resolved(e) else 'not resolved'}{vouched(check, e)}"
+                      for e in shown)
+    n_done = sum(resolved(e) for e in prim)
+    return (f"The primary question (MLM's effect over none, NSP's loss effect; declared before the run): {items}; "
+            f"{n_done} of {len(prim)} primary cells resolved over all task rows.")
 
 
 def _budget(c: Contributions) -> str:
@@ -79,7 +104,7 @@ def vouched(check: dict | None, e: ContrastEstimate) -> str:
 
 def _said(c: Contributions, done: list[ContrastEstimate], check: dict | None = None) -> str:
     m = len(c.contrasts)
-    family = f"Holm's adjustment over all {family_size(c)} contrast cells of every task row (one family)"
+    family = families(c)
     if not done:
         return (f"None of the {m} contrasts resolves after {family}: the run cannot say whether any objective "
                 "helps or hurts.")
@@ -150,7 +175,7 @@ def headline(c: Contributions, check: dict | None = None) -> list[str]:
         return ["No completed measure runs with evaluations: this export can say nothing yet."]
     done = [e for e in c.contrasts if resolved(e)]
     collapsed = sorted({f.variant for f in c.flags if not f.task})
-    out = [s for s in (_budget(c), _said(c, done, check)) if s] + _not_said(c, done)
+    out = [s for s in (_budget(c), _primary(c, check), _said(c, done, check)) if s] + _not_said(c, done)
     if collapsed:
         out.append(f"Collapsed encoders ({', '.join(collapsed)}): contrasts against them are not credited to the "
                    "other objective.")

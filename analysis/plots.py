@@ -184,7 +184,7 @@ def forest_figure(c: Contributions):
     called = sum(resolved(e) for e in c.contrasts)
     unlearned = f"; not learned at this budget (not shown): {', '.join(c.not_learned)}" if c.not_learned else ""
     x_is = f"x: the difference in the task's headline metric with its {c.level:.0%} interval{unlearned}"
-    fig.suptitle(f"Contrasts by task: {called} of {family_size(c)} cells resolved after Holm\n"
+    fig.suptitle(f"Contrasts by task: {called} of {family_size(c)} cells resolved after Holm within each family\n"
                  + textwrap.fill(x_is, int(size[0] * 72 / (9 * 0.58))), fontsize=9)
     _forest_legend(fig, c)
     return fig

@@ -37,7 +37,7 @@ from analysis.contributions import ContrastEstimate, Contributions, estimate_con
 from analysis.contrasts import FAMILIES
 from analysis.export import load_export
 from analysis.formats import input_format_section
-from analysis.headline import family_size, headline, resolved
+from analysis.headline import families, family_size, headline, resolved
 from analysis.inference import called
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
@@ -88,13 +88,14 @@ class Report:
         """One row per (task, mean or contrast): the CSV."""
         c, rows = self.contributions, []
         for (task, v), iv in c.means.items():
-            rows.append(dict(task=task, kind="mean", name=v, **_iv_fields(iv), p_holm=np.nan, family_m=np.nan,
+            rows.append(dict(task=task, kind="mean", holm_family="", name=v, **_iv_fields(iv), p_holm=np.nan, family_m=np.nan,
                              mde=np.nan, seeds_needed=np.nan, seeds_needed_lo=np.nan, seeds_needed_hi=np.nan,
                              power="", verdict="",
                              notes="not learned at this budget" if task in c.not_learned else ""))
         for e in c.contrasts:
             p = e.power
-            rows.append(dict(task=e.task, kind=e.contrast.family, name=e.contrast.name, **_iv_fields(e.interval),
+            rows.append(dict(task=e.task, kind=e.contrast.family, holm_family=e.holm_family, name=e.contrast.name,
+                             **_iv_fields(e.interval),
                              p_holm=e.p_adjusted, family_m=p.m if p else np.nan, mde=p.mde if p else np.nan,
                              seeds_needed=p.seeds_needed if p and p.seeds_needed else np.nan,
                              seeds_needed_lo=p.seeds_range[0] if p and p.seeds_range[0] else np.nan,
@@ -203,12 +204,13 @@ def _power_section(c: Contributions) -> list[str]:
     seeds = sorted({n for p in (x for v in ps.values() for x in v) for n, _ in p.mde_by_seeds})
     if not seeds or not any(ps.values()):
         return []
-    m = family_size(c)
+    m = family_size(c, "secondary") or family_size(c)
     rows = [[t, f"{np.median([p.mde for p in v]):.3f}"] + [
         f"{np.median([dict(p.mde_by_seeds)[n] for p in v if n in dict(p.mde_by_seeds)]):.3f}" for n in seeds]
         for t, v in ps.items() if v]
     return ["## Power at the Holm level", "", f"The difference each design detects with power 80% at Holm's first "
-            f"step in this report's family (alpha 0.05/{m}, two-sided), median over the row's contrasts: this run "
+            f"step in this report's secondary family (alpha 0.05/{m}, two-sided; the primary family's m is "
+            f"{family_size(c, 'primary')}), median over the row's contrasts: this run "
             f"({c.budget.pretrain_seeds if c.budget else '?'} seeds) and, prospectively, the same design with more "
             "pretraining seeds (the seed part scaled as 1/P, its df at P-1). Plan with these; 'to resolve' in the "
             "tables is post hoc (the observed difference taken as the truth, with the range its seed variance's "
@@ -223,9 +225,9 @@ def _markdown(r: Report) -> list[str]:
     out += [f"Measured variants: {', '.join(c.variants) or 'none'}; pretraining seeds: "
             f"{', '.join(map(str, c.pretrain_seeds))}. Intervals: {c.level:.0%} multi-bootstrap over "
             f"pretraining seeds and test examples (analysis.bootstrap; coverage checked by analysis.validate); "
-            f"p-values Holm-adjusted over one family, every (contrast, task row) cell ({family_size(c)}; "
-            f"analysis.inference.family_calls); MDE: the difference detected with power 80% at Holm's first step "
-            f"(alpha 0.05/{family_size(c)}). Measure runs excluded from the estimates "
+            f"p-values: {families(c)}, each over every task row (analysis.inference.family_calls); MDE: the "
+            f"difference detected with power 80% at Holm's first step of its family (alpha 0.05/m). Measure runs "
+            f"excluded from the estimates "
             f"(not completed): {excluded}.", ""]
     if c.epochs:
         out += ["Epochs over the pretraining corpus per run (mean): "
@@ -325,7 +327,7 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
     lines = [ln for sentence in headline(c, report.check) for ln in wrap(sentence)] + [""]
     if c.contrasts:
         lines += _compact_table(c, width) + [""]
-    lines += wrap(f"* resolved (Holm over the family of all {family_size(c)} cells, p < 0.05); ! flagged (collapsed, "
+    lines += wrap(f"* resolved ({families(c)}, p < 0.05); ! flagged (collapsed, "
                   f"or worse than none on the task: not credited). Scores per variant, p-values, MDEs, notes and "
                   f"{len(c.messages)} message(s): contributions.md.")
     return "\n".join(lines)

@@ -23,8 +23,8 @@ def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     csv = pd.read_csv(out / "contributions.csv")
     row = csv[(csv.task == "sst") & (csv.name == "MLM contribution (full - nsp_only)")].iloc[0]
     assert abs(row.estimate - 0.2) < 1e-9 and row.lo > 0 and row.verdict.startswith("positive (Holm p=")
-    assert row.p_holm >= row.p_value and row.mde > 0 and row.family_m == 33
-    assert "## Power at the Holm level" in md and "| 20 seeds |" in md and "alpha 0.05/33" in md
+    assert row.p_holm >= row.p_value and row.mde > 0 and row.family_m == 27 and row.holm_family == "secondary"
+    assert "## Power at the Holm level" in md and "| 20 seeds |" in md and "alpha 0.05/27" in md
     for png in ("contributions.png", "contributions_forest.png", "search_response.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
