@@ -88,20 +88,19 @@ class Report:
         """One row per (task, mean or contrast): the CSV."""
         c, rows = self.contributions, []
         for (task, v), iv in c.means.items():
-            rows.append(dict(task=task, kind="mean", holm_family="", name=v, **_iv_fields(iv), p_holm=np.nan, family_m=np.nan,
+            rows.append(dict(task=task, kind="mean", name=v, **_iv_fields(iv), p_holm=np.nan, family_m=np.nan,
                              mde=np.nan, seeds_needed=np.nan, seeds_needed_lo=np.nan, seeds_needed_hi=np.nan,
                              power="", verdict="",
-                             notes="not learned at this budget" if task in c.not_learned else ""))
+                             notes="not learned at this budget" if task in c.not_learned else "", holm_family=""))
         for e in c.contrasts:
             p = e.power
-            rows.append(dict(task=e.task, kind=e.contrast.family, holm_family=e.holm_family, name=e.contrast.name,
-                             **_iv_fields(e.interval),
+            rows.append(dict(task=e.task, kind=e.contrast.family, name=e.contrast.name, **_iv_fields(e.interval),
                              p_holm=e.p_adjusted, family_m=p.m if p else np.nan, mde=p.mde if p else np.nan,
                              seeds_needed=p.seeds_needed if p and p.seeds_needed else np.nan,
                              seeds_needed_lo=p.seeds_range[0] if p and p.seeds_range[0] else np.nan,
                              seeds_needed_hi=p.seeds_range[1] if p and p.seeds_range[1] else np.nan,
                              power=p.verdict if p else "", verdict=verdict(e.interval, e.p_adjusted),
-                             notes="; ".join(e.contrast.notes + e.notes)))
+                             notes="; ".join(e.contrast.notes + e.notes), holm_family=e.holm_family))
         return pd.DataFrame(rows)
 
     def to_markdown(self) -> str:
