@@ -118,8 +118,13 @@ def primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], li
     return out, messages
 
 
+def mode_label(mode: str) -> str:
+    """How a reading is named in the report: finetune, probe, or "probe, N labels" for the probe at budget N."""
+    return f"probe, {mode.split('@', 1)[1]} labels" if mode.startswith("probe@") else mode
+
+
 def task_label(task: str, mode: str) -> str:
-    return task if mode == "finetune" else f"{task} (probe)"
+    return task if mode == "finetune" else f"{task} ({mode_label(mode)})"
 
 
 def _first_text(evals: pd.DataFrame, task: str, column: str) -> str:
@@ -240,7 +245,7 @@ def _averages(tasks: list[_Task], variants, rows, rng, n_boot, level) -> list[_T
         span = (min(t.span[0] for t in group), max(t.span[1] for t in group))
         ivs = _clip(multibootstrap([t.measurement for t in group], rows, rng, n_boot, level, task_weights=w),
                     len(variants), span)
-        out.append(_Task(f"average ({mode})", mode, "mean of tasks", "", group[0].measurement, ivs, span))
+        out.append(_Task(f"average ({mode_label(mode)})", mode, "mean of tasks", "", group[0].measurement, ivs, span))
     return out
 
 

@@ -198,7 +198,7 @@ def estimate_cells(export_dir: str | Path, cells: list[tuple[dict[str, float], s
 def average_tasks(contributions) -> list[tuple[str, str]]:
     """(task label, metric) of the tasks the run's fine-tuned average covers: the learned finetune rows."""
     return [(t, contributions.metrics[t]) for t in contributions.tasks
-            if not t.startswith("average") and "(probe)" not in t and t not in contributions.not_learned]
+            if not t.startswith("average") and "(probe" not in t and t not in contributions.not_learned]
 
 
 def _covers_warning(claim: PaperContrast, ours: list[tuple[str, str]]) -> str:

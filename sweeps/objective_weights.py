@@ -42,6 +42,10 @@ DEFAULTS = {
     # scores differ by noise at this budget; measuring its mix would add 3 runs and 3 fine-tunings (a fifth of
     # the measure and fine-tuning phases), so it is opt-in here.
     "cpu-small": dict(num_samples=2, measure_best_mix=False, check=True),
+    # Two cores, about 70 minutes: no search; MLM's effect over none (mlm_only, full) with each run pretrained ~24 M
+    # tokens, where it first shows on real text (docs/presets.md). NSP's loss effect needs mlm_pairs too: --variants
+    # full,mlm_only,mlm_pairs,none, about 100 minutes.
+    "cpu-long": dict(num_samples=0, measure_best_mix=False, check=True, variants="full,mlm_only,none"),
     # One H200: eight search trials, four at a time on the shared GPU; the best mix is measured over the seeds.
     "gpu-quick": dict(num_samples=8, measure_best_mix=True, check=False),
     # Clusters: ASHA stops half the trials at each rung, so eight trials cost ~3 full runs (sweeps.plan).
@@ -158,7 +162,7 @@ def run(ctx: Context):
         run_check(ctx)  # writes instrument_check/report/known_answer.json, which the report and the exit status read
     prepare_data(cfg, list(PROBE_TASKS), corpus=False)
     search = run_phase(search_phase(cfg, args, root), root, args, ctx.progress) if args.num_samples else None
-    variants = [(name, phases.variant_config(cfg, name)) for name in phases.MEASURE_VARIANTS]
+    variants = [(name, phases.variant_config(cfg, name)) for name in measure_variants(args)]
     mix = best_mix(search) if search is not None else None
     full = phases.variant_config(cfg, "full").objective
     if mix and all(abs(_value(full, k) - v) < 1e-9 for k, v in mix.items()):
@@ -182,6 +186,8 @@ def _extra_args(p) -> None:
     p.add_argument("--measure-best-mix", action=argparse.BooleanOptionalAction, default=True,
                    help="measure the searched mix over the seeds beside the named variants "
                         "(default: on; off at cpu-small, whose two-trial search cannot tell a mix from BERT's)")
+    p.add_argument("--variants", help="the named variants measured over the seeds, comma-separated (default: the "
+                                      "preset's; " + ",".join(phases.MEASURE_VARIANTS) + " at most presets)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="run the instrument check's gate first (what sweeps/known_answer.py runs: MLM's planted "
                         "word classes recovered and nothing called on the null task; 1-4 minutes on 2 cores), open "
@@ -193,7 +199,15 @@ def measured(ctx: Context):
     """The grid the measure phase runs (a searched mix, when one is measured, costs what full does)."""
     searched_mix = ctx.args.num_samples and ctx.args.measure_best_mix
     extra = [("best_mix", phases.variant_config(ctx.cfg, "full"), ctx.args.seeds)] if searched_mix else []
-    return [(n, phases.variant_config(ctx.cfg, n), ctx.args.seeds) for n in phases.MEASURE_VARIANTS] + extra
+    return [(n, phases.variant_config(ctx.cfg, n), ctx.args.seeds) for n in measure_variants(ctx.args)] + extra
+
+
+def measure_variants(args) -> tuple[str, ...]:
+    """The named variants the measure phase runs: --variants, or the main job's grid (phases.MEASURE_VARIANTS)."""
+    text = getattr(args, "variants", None)
+    if not text:
+        return phases.MEASURE_VARIANTS
+    return tuple(phases.parse_variants(text))
 
 
 def searched(ctx: Context):

@@ -16,7 +16,8 @@ from ray import tune
 from sweeps.export import run_row
 from sweeps.plan import mode_tasks
 from sweeps.runner import Phase, run_phase
-from trainables.config import ExperimentConfig, objective_for_variant
+from trainables.config import ConfigError, ExperimentConfig, objective_for_variant
+from trainables.objectives import VARIANTS
 
 log = logging.getLogger("sweeps")
 
@@ -25,6 +26,15 @@ MEASURE_VARIANTS = ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")  # the 
 # A searched mix measured at the search's own seed would count the very run chosen for its dev probe score among
 # its measurements (a winner's curse on best_mix - full); measurement seeds are 0..P-1 for every variant.
 SEARCH_SEED = 10_000
+
+
+def parse_variants(text: str) -> list[str]:
+    """``--variants``: named variants, comma-separated; one line naming the bad names and the allowed ones."""
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad or not names:
+        raise ConfigError(f"--variants {text!r}: unknown {bad or 'empty list'}; allowed: {', '.join(VARIANTS)}")
+    return names
 
 
 def measurement_seeds(seeds: int, first: int = 0) -> range:

@@ -19,18 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x
 
 from sweeps import phases  # noqa: E402
 from sweeps.frame import Context, Sweep, sweep_main  # noqa: E402
-from trainables.config import ConfigError  # noqa: E402
 from trainables.objectives import VARIANTS  # noqa: E402
 
 DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds and resources per preset are sweeps.cli.PRESET_DEFAULTS
 
 
-def parse_variants(text: str) -> list[str]:
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in names if v not in VARIANTS]
-    if bad or not names:
-        raise ConfigError(f"--variants {text!r}: unknown {bad or 'empty list'}; allowed: {', '.join(VARIANTS)}")
-    return names
+parse_variants = phases.parse_variants
 
 
 def run(ctx: Context):

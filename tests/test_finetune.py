@@ -190,6 +190,43 @@ def test_probe_records_carry_their_dev_score_and_the_learned_gate_reads_it(tiny_
             pytest.approx([on_dev[task]])
 
 
+def test_the_probe_reads_each_label_budget_as_its_own_mode_and_leaves_the_main_one_unchanged(tiny_checkpoint, cfg,
+                                                                                            tmp_path, monkeypatch):
+    """finetune.probe_budgets adds probe@N rows, a classifier fitted on N of the probe's train examples: the main
+    probe's predictions are bit for bit those of a run without the extra budget, the small budget's are its own,
+    and the report's metrics name each budget."""
+    import pandas as pd
+    from sklearn.pipeline import Pipeline
+
+    from trainables.config import ConfigError
+
+    rng = np.random.default_rng(0)
+    words = ["red", "blue", "cat", "dog", "sat", "ran", "the", "a", "big", "small"]
+    path = tmp_path / "noise.csv"
+    pd.DataFrame({"text": [" ".join(rng.choice(words, 6)) for _ in range(300)],
+                  "label": [str(x) for x in rng.integers(0, 2, 300)]}).to_csv(path, index=False)
+    files = [(str(path), "single")]
+    plain = run_finetuning(tiny_checkpoint, [], [0], cfg, mode="probe", task_files=files)
+    fitted, fit = [], Pipeline.fit
+    monkeypatch.setattr(Pipeline, "fit", lambda self, x, y: (fitted.append(len(x)), fit(self, x, y))[1])
+    both_cfg = cfg.replace(finetune=cfg.finetune.__class__(**{**cfg.finetune.__dict__, "probe_budgets": "12"}))
+    reports = []
+    both = run_finetuning(tiny_checkpoint, [], [0], both_cfg, mode="probe", task_files=files, report=reports.append)
+    assert fitted == [cfg.finetune.probe_max_train, 12]
+    ev, pred = _check_tables(both)
+    assert set(ev["mode"]) == {"probe", "probe@12"}
+    _, plain_pred = _check_tables(plain)
+    main_pred = pred[pred["mode"] == "probe"].reset_index(drop=True)
+    assert main_pred.equals(plain_pred.reset_index(drop=True))
+    small = pred[pred["mode"] == "probe@12"].reset_index(drop=True)
+    assert len(small) == len(main_pred) and (small["prediction"] != main_pred["prediction"]).any()
+    assert any(k.startswith("probe@12/noise/") for k in reports[0]) and any(k.startswith("noise/") for k in reports[0])
+    with pytest.raises(ConfigError, match="probe_budgets='200'"):
+        build_config("smoke", overrides=["finetune.probe_budgets=200"])
+    with pytest.raises(ConfigError, match="probe_budgets='x'"):
+        build_config("smoke", overrides=["finetune.probe_budgets=x"])
+
+
 def test_none_checkpoint_fine_tunes_end_to_end(tmp_path, capsys):
     """``--checkpoint none`` is resolved by the command line (the untrained baseline), not by the library."""
     out = tmp_path / "out"

@@ -277,6 +277,10 @@ class FinetuneConfig:
     max_train_examples: int = 0  # 0 = all; a low-resource subset otherwise (drawn with the seed)
     max_eval_examples: int = 0
     probe_max_train: int = 4000  # linear probe: examples used to fit the logistic regression
+    # More label budgets for the probe, comma-separated (e.g. "100"): each is read as its own mode, probe@N, with a
+    # classifier fitted on N of the probe_max_train examples (a subset of them), the rest unchanged: whether what an
+    # objective puts in the encoder helps depends on how many labels the reader gets, so the report shows both.
+    probe_budgets: str = ""
     tasks: str = "offline"  # default suite: offline | glue | comma-separated names
     # sequence classification reads: pooler (BERT's; NSP trains it, so full - mlm_pairs includes it) | cls (a fresh
     # dense+tanh on [CLS], RoBERTa's head: the checkpoint's pooler weights unused)
@@ -285,6 +289,17 @@ class FinetuneConfig:
     # pretraining seed): trainables.finetune.heads.random_init_seed; the task head as with the checkpoint): the
     # instrument check's negative switch (sweeps/known_answer.py must then recover no planted effect)
     init: str = "checkpoint"
+
+    @property
+    def probe_modes(self) -> dict[str, int]:
+        """The probe's modes and their label budgets: probe at probe_max_train, then probe@N per extra budget."""
+        return {"probe": self.probe_max_train, **{f"probe@{n}": n for n in self._probe_budgets()}}
+
+    def _probe_budgets(self) -> tuple[int, ...]:
+        try:
+            return tuple(int(x) for x in self.probe_budgets.split(",") if x.strip())
+        except ValueError:
+            return (-1,)
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -301,6 +316,11 @@ class FinetuneConfig:
             grid = [-1.0]
         require(all(x > 0 for x in grid), f"finetune.lr_grid={self.lr_grid!r} must be comma-separated rates > 0")
         require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
+        extra = self._probe_budgets()
+        require(all(n >= 2 for n in extra) and len(set(extra)) == len(extra)
+                and (not self.probe_max_train or all(n < self.probe_max_train for n in extra)),
+                f"finetune.probe_budgets={self.probe_budgets!r} must be distinct comma-separated counts >= 2, each "
+                f"below finetune.probe_max_train={self.probe_max_train}")
         require(0.0 <= self.dropout < 1.0, f"finetune.dropout={self.dropout} must be in [0, 1)")
         require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
         require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")

@@ -198,3 +198,16 @@ def test_an_export_without_dev_values_decides_on_test_and_says_so(tmp_path):
     c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "ner"), with_dev=False,
                                task_means={"ner": {v: 0.5 for v in SEED_MEANS}}))
     assert c.not_learned == ("ner",) and any("no dev values" in m for m in c.messages)
+
+
+def test_each_probe_budget_is_a_row_of_its_own_named_with_its_labels(seed_export):
+    """Rows of mode probe@N (finetune.probe_budgets) are read as their own task rows and average, named in plain
+    words, beside the fine-tuned ones."""
+    for name in ("evals", "predictions"):
+        path = seed_export / f"{name}.parquet"
+        df = pd.read_parquet(path)
+        pd.concat([df, df.assign(mode="probe@100")]).to_parquet(path)
+    c = _estimate(seed_export)
+    assert c.tasks == ("sst", "sst (probe, 100 labels)", "topic", "topic (probe, 100 labels)", "average (finetune)",
+                       "average (probe, 100 labels)")
+    assert _contrast(c, "topic (probe, 100 labels)", "full - none").interval.estimate == pytest.approx(0.3)

@@ -24,7 +24,8 @@ regression, scored on dev.
     heads.py     Checkpoint, build_head_model, load_encoder
     inputs.py    encode_split (rows -> model inputs), score (predictions -> metrics)
     loop.py      train_model, predict_logits, collate, model_batch (prepared mask), read_back (batched .cpu())
-    probe.py     run_probe, probe_one, probe_splits (one fit, several splits: the records' test and dev)
+    probe.py     run_probe, probe_one, probe_splits (one fit, several splits: the records' test and dev),
+                 probe_budget_splits (the same at each label budget: modes probe and probe@N)
     __main__.py  the command line
 """
 

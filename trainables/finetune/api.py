@@ -28,7 +28,7 @@ from trainables.config import ExperimentConfig
 from trainables.finetune.heads import Checkpoint, build_head_model, head_name, load_encoder
 from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import predict_logits, train_model
-from trainables.finetune.probe import probe_splits
+from trainables.finetune.probe import probe_budget_splits
 from trainables.finetune.selection import select_on_dev
 from trainables.runtime import enable_tf32, resolve_device, resolve_precision, set_allocator
 from trainables.schema import EvalRecord, PredictionRecord, build_table
@@ -279,12 +279,13 @@ def run_finetuning(checkpoint: str | Path, tasks: list[str], seeds: list[int], c
 def seed_metrics(part: FinetuneResult, lr: float, task: str, dev: dict[str, float]) -> dict[str, float]:
     """What one (task, seed) reports: the test metrics of the rate best on its dev (``task/metric``) with that
     rate (``lr/task``) and epoch (``epoch/task``), its dev metrics (``dev/task/metric``), and every other
-    rate's test metrics labelled with their rate (``lr<rate>/task/metric``). The probe has no rate."""
+    rate's test metrics labelled with their rate (``lr<rate>/task/metric``). The probe has no rate; its smaller
+    label budgets are labelled with their mode (``probe@N/task/metric``)."""
     def is_chosen(e: EvalRecord) -> bool:
         return e.lr == lr or (lr != lr and e.lr != e.lr)
 
     chosen = [e for e in part.evals if is_chosen(e)]
-    out = {f"{e.task}/{e.metric}": e.value for e in chosen}
+    out = {("" if e.mode in MODES else f"{e.mode}/") + f"{e.task}/{e.metric}": e.value for e in chosen}
     if lr == lr:
         out[f"lr/{task}"] = lr
         out.update({f"epoch/{task}": e.epoch for e in chosen[:1]})
@@ -295,16 +296,19 @@ def seed_metrics(part: FinetuneResult, lr: float, task: str, dev: dict[str, floa
 
 def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: str,
                    t0: float) -> tuple[FinetuneResult, dict[str, float]]:
-    """The probe's test records, each with its dev value beside it (the classifier fitted once on train, as
-    fine-tuning's records carry the final model's dev metric: analysis decides "learned" on it); the dev metrics."""
+    """The probe's test records at each label budget (mode ``probe``, ``probe@N``), each with its dev value beside
+    it (the classifier fitted once on train, as fine-tuning's records carry the final model's dev metric: analysis
+    decides "learned" on it); the dev metrics, those of a smaller budget labelled ``probe@N/metric``."""
     reported = data.spec.reported_names()
-    predicted = probe_splits(ck, encoder, data, seed, cfg, device, ("dev", *reported))
-    dev = score(data.spec, *predicted["dev"][1:])
-    result = FinetuneResult()
-    for split, task_name in reported.items():
-        result.extend(_records(run_id, data.spec, seed, "probe", task_name, *predicted[split],
-                               time.perf_counter() - t0, dev=dev))
-    return result, dev
+    by_mode = probe_budget_splits(ck, encoder, data, seed, cfg, device, ("dev", *reported))
+    result, dev_out = FinetuneResult(), {}
+    for mode, predicted in by_mode.items():
+        dev = score(data.spec, *predicted["dev"][1:])
+        dev_out.update({(m if mode == "probe" else f"{mode}/{m}"): v for m, v in dev.items()})
+        for split, task_name in reported.items():
+            result.extend(_records(run_id, data.spec, seed, mode, task_name, *predicted[split],
+                                   time.perf_counter() - t0, dev=dev))
+    return result, dev_out
 
 
 def write_tables(result: FinetuneResult, out: str | Path, select: bool = True) -> tuple[Path, Path]:

@@ -55,6 +55,15 @@ def probe_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experi
                  splits: tuple[str, ...]) -> dict[str, tuple[list[dict], list[str], list[str]]]:
     """Fit a logistic regression on frozen features of train once; predict each of ``splits``.
     Returns {split: (rows, preds, golds)}."""
+    return probe_budget_splits(ck, encoder, data, seed, cfg, device, splits, main_only=True)["probe"]
+
+
+def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig,
+                        device: torch.device, splits: tuple[str, ...], main_only: bool = False
+                        ) -> dict[str, dict[str, tuple[list[dict], list[str], list[str]]]]:
+    """One classifier per label budget (``FinetuneConfig.probe_modes``), each predicting every split of ``splits``:
+    {mode: {split: (rows, preds, golds)}}. The encoder reads each example once; a smaller budget's train rows
+    are a subset of the largest's, drawn with the same nested seed. ``main_only``: the ``probe`` mode alone."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -71,15 +80,23 @@ def probe_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experi
         enc = encode_split(data, rows, tok, ft, ck.max_position, False)
         return probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
 
-    x_train, y_train = task_type.probe.xy(train_rows, features(train_rows))
-    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=draw))
-    if len(set(y_train)) < 2:
-        raise TaskError(f"task {spec.name!r}: the probe's train subset has a single class {y_train[:1]}")
-    clf.fit(x_train, y_train)
+    train_feats = features(train_rows)
+    evaluated = {split: (rows, features(rows)) for split in splits
+                 for rows in [subsample(data[split], ft.max_eval_examples, None)]}
     out = {}
-    for split in splits:
-        rows = subsample(data[split], ft.max_eval_examples, None)
-        out[split] = (rows, *task_type.probe.predict(clf, rows, features(rows), spec))
+    for mode, budget in ft.probe_modes.items():
+        if main_only and mode != "probe":
+            continue
+        keep = (range(len(train_rows)) if mode == "probe" or budget >= len(train_rows)
+                else np.sort(np.random.default_rng([draw, budget]).choice(len(train_rows), budget, replace=False)))
+        x_train, y_train = task_type.probe.xy([train_rows[i] for i in keep], [train_feats[i] for i in keep])
+        if len(set(y_train)) < 2:
+            raise TaskError(f"task {spec.name!r}: the probe's train subset of {len(keep)} examples has a single class "
+                            f"{y_train[:1]}; raise finetune.probe_budgets / probe_max_train")
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=draw))
+        clf.fit(x_train, y_train)
+        out[mode] = {split: (rows, *task_type.probe.predict(clf, rows, feats, spec))
+                     for split, (rows, feats) in evaluated.items()}
     return out
 
 
