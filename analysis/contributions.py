@@ -92,6 +92,7 @@ class Contributions:
     # 0: whether its intervals cover 0 is still worth reading, analysis.known_answer)
     unlearned: list[ContrastEstimate] = field(default_factory=list)
     did_not_learn: int = 0  # fine-tunings left out of every estimate: one label for >= 95% of test examples
+    mlm_acc: dict[str, float] = field(default_factory=dict)  # variant -> mean held-out MLM accuracy (MLM variants)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -326,4 +327,12 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
                          {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
-                         unlearned, len(left_out))
+                         unlearned, len(left_out), _mlm_accuracy(done, variants))
+
+
+def _mlm_accuracy(done: pd.DataFrame, variants) -> dict[str, float]:
+    """Mean held-out MLM accuracy over the pretraining seeds, per variant that trained MLM."""
+    if "mlm_acc" not in done.columns:
+        return {}
+    by = done.groupby("variant")["mlm_acc"].mean()
+    return {v: float(by[v]) for v in variants if v in by and np.isfinite(by[v]) and v != NONE}

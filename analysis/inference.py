@@ -1,16 +1,17 @@
-"""Multiple comparisons (one family rule) and the power of the design at the level the calls use.
+"""Multiple comparisons (Holm within each family) and the power of the design at the level the calls use.
 
 The family rule (``family_calls``, the one function every verdict goes through: contributions and
-so the headline and tables, and the domain-adaptation report). The family is *every cell the report
-can call*: each (contrast, task row) of the contributions, the average rows included, and each task
-row's gain in the domain report. Holm's step-down adjustment over that whole family holds the
-family-wise error rate at alpha under any dependence between the cells. Why not Holm per task row:
-the headline quotes the largest resolved contrasts across all tasks, and with R rows each held at
-alpha the chance of some false call grows to about 1 - (1 - alpha)^R; a per-row family only holds
-if one reads one row. Holm over all cells is at least as powerful as the other valid choice (per-row
-Holm at alpha/R), and it needs no rule about which rows were pre-declared. A cell is *called*
-(positive / negative) only when its interval is reliable (3+ pretraining seeds), excludes 0 and its
-family-adjusted p is below alpha (``called``).
+so the headline and tables, and the domain-adaptation report). The cells the report can call are each
+(contrast, task row) of the contributions, the average rows included, and each task row's gain in the
+domain report. They form two families, declared before any run (``analysis.contrasts.PRIMARY``): the
+*primary* question the tool exists for (MLM's effect over none, ``mlm_only - none``, and NSP's loss
+effect, ``full - mlm_pairs``) on every task row, and the *secondary* family of every other contrast
+cell. Holm's step-down adjustment within each family holds that family's error rate at alpha under any
+dependence between its cells (``analysis.validate`` measures both on null designs). Why not Holm per
+task row: the headline quotes the largest resolved contrasts across all tasks, and with R rows each
+held at alpha the chance of some false call grows to about 1 - (1 - alpha)^R; a per-row family only
+holds if one reads one row. A cell is *called* (positive / negative) only when its interval is
+reliable (3+ pretraining seeds), excludes 0 and its family-adjusted p is below alpha (``called``).
 
 Power at the Holm level. Holm's first step compares the smallest p with alpha/m (m = the family
 size), so a single true difference is detected by the calls only at that level: the minimal

@@ -90,6 +90,15 @@ def sim_contrasts() -> tuple[list[str], np.ndarray]:
     return [n for n, _ in rows], np.array([[w.get(v, 0.0) for v in SIM_VARIANTS] for _, w in rows])
 
 
+def sim_families() -> list[str]:
+    """The Holm family of each ``sim_contrasts`` contrast row (the means excluded): 'primary' or 'secondary', as
+    the report adjusts them (``analysis.contrasts.holm_family``)."""
+    from analysis.contrasts import holm_family
+
+    defs, _ = derive_contrasts(SIM_SPECS, SIM_OBJECTIVES, pair_level_objectives(SIM_SPECS, SIM_OBJECTIVES))
+    return [holm_family(d) for d in defs]
+
+
 def expected_accuracy(mu: np.ndarray, sd: float) -> np.ndarray:
     """E[sigmoid(X)], X ~ N(mu, sd^2), by Gauss-Hermite quadrature (exact to ~1e-10 here)."""
     x, w = np.polynomial.hermite_e.hermegauss(80)

@@ -133,3 +133,24 @@ def test_the_terminal_says_none_resolves_when_nothing_does(tmp_path):
     m = len(r.contributions.contrasts)
     assert f"None of the {m} contrasts resolves" in text and "The other" not in text
     assert "*" not in text.split("\ncontrast ", 1)[1].split("\n\n")[0]
+
+
+def test_the_headline_says_first_when_the_encoders_never_left_the_word_frequency_stage(seed_export):
+    """Held-out MLM accuracy below 15% is said right after the budget, with the preset that trains longer; an
+    export whose encoders passed it gets no such sentence."""
+    import pandas as pd
+
+    from analysis.contributions import estimate_contributions
+    from analysis.export import load_export
+    from analysis.headline import headline
+
+    def first_lines(acc):
+        runs = pd.read_parquet(seed_export / "runs.parquet")
+        runs.assign(mlm_acc=acc).to_parquet(seed_export / "runs.parquet")
+        c = estimate_contributions(load_export(seed_export), np.random.default_rng(0), n_boot=100)
+        return headline(c)
+
+    low = first_lines(0.08)
+    assert "learned little beyond word frequencies" in low[1] and "full 8.0%" in low[1] and "none" not in \
+        low[1].split("(")[1].split(";")[0] and "--preset cpu-long" in low[1]
+    assert not any("word frequencies" in s for s in first_lines(0.31))
