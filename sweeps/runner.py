@@ -35,6 +35,8 @@ def init_ray(args: argparse.Namespace) -> None:
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
     else:
+        # Ray's token authentication stays on; its notice that it is on is not the first thing a user should read
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         ray.init(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level=logging.WARNING)
     from trainables.data.shards import check_shared_storage
 

@@ -135,7 +135,8 @@ def _write_tokenizer(dir_uri: str, units: list[Unit], data, vocab_size: int, tok
     if tokenizer_dir:
         tok = load_tokenizer(tokenizer_dir)
     else:
-        log.info("training WordPiece (vocab %d) on the first %d sentences", vocab_size, data.tokenizer_sample)
+        log.info("training WordPiece (vocab %d) on the corpus's sentences (at most %d)", vocab_size,
+                 data.tokenizer_sample)
         tok = train_wordpiece_on(lambda: _sample_sentences(units, data.text_column, data.tokenizer_sample),
                                  vocab_size, data.lowercase)
     tmp = Path(shards.local_path(dir_uri).parent if shards.is_local(dir_uri) else "/tmp") / f".tok{os.getpid()}"
@@ -413,7 +414,7 @@ def _decontamination_summary(data, decon: dict | None, metas: list[shards.ShardM
                 "totals": {"sentences_exact": stats.get("decontaminated_sentences_removed", 0), "sentences_ngram": 0,
                            "documents_dropped": stats.get("decontaminated_documents_dropped", 0)}}
     if decon is None:
-        return {"applied": "no (no evaluation tasks: data.decontaminate=none)", "tasks_checked": []}
+        return {"applied": "no evaluation tasks to check against: data.decontaminate=none", "tasks_checked": []}
     per: dict[str, dict[str, int]] = {}
     for m in metas:
         for src, counts in (m.decontamination or {}).items():
