@@ -93,6 +93,8 @@ class Contributions:
     unlearned: list[ContrastEstimate] = field(default_factory=list)
     did_not_learn: int = 0  # fine-tunings left out of every estimate: one label for >= 95% of test examples
     mlm_acc: dict[str, float] = field(default_factory=dict)  # variant -> mean held-out MLM accuracy (MLM variants)
+    nsp_acc: dict[str, float] = field(default_factory=dict)  # variant -> mean held-out NSP accuracy (NSP variants)
+    preset: str = ""  # the measure runs' preset (their config), when the export records it
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -327,12 +329,31 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
                          {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
-                         unlearned, len(left_out), _mlm_accuracy(done, variants))
+                         unlearned, len(left_out), _intrinsic(done, _trained(specs, export.objectives, "mlm"), "mlm_acc"),
+                         _intrinsic(done, _trained(specs, export.objectives, "nsp"), "pair_acc_nsp"), _preset(done))
 
 
-def _mlm_accuracy(done: pd.DataFrame, variants) -> dict[str, float]:
-    """Mean held-out MLM accuracy over the pretraining seeds, per variant that trained MLM."""
-    if "mlm_acc" not in done.columns:
+def _trained(specs: dict[str, VariantSpec], objectives, objective: str) -> tuple[str, ...]:
+    """The variants whose loss includes ``objective`` (another variant's head for it is untrained)."""
+    return tuple(v for v, spec in specs.items() if objective in spec.on(tuple(objectives)))
+
+
+def _intrinsic(done: pd.DataFrame, variants, column: str) -> dict[str, float]:
+    """Mean of an intrinsic metric (held-out MLM accuracy, ...) over the pretraining seeds, per variant that has
+    it (a variant without the objective has NaN there)."""
+    if column not in done.columns:
         return {}
-    by = done.groupby("variant")["mlm_acc"].mean()
+    by = done.groupby("variant")[column].apply(lambda x: float(np.nanmean(x.astype(float))) if
+                                                x.astype(float).notna().any() else NAN)
     return {v: float(by[v]) for v in variants if v in by and np.isfinite(by[v]) and v != NONE}
+
+
+def _preset(done: pd.DataFrame) -> str:
+    import json
+
+    if "config_json" not in done.columns or not len(done):
+        return ""
+    try:
+        return str(json.loads(done["config_json"].iloc[0]).get("preset", ""))
+    except (TypeError, ValueError):
+        return ""

@@ -41,6 +41,7 @@ from analysis.headline import families, family_size, headline, resolved
 from analysis.inference import called
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
+from analysis.summary import WIDTH as SUMMARY_WIDTH, run_summary
 
 log = logging.getLogger(__name__)
 TERMINAL_WIDTH = 160  # the sweep's terminal output: no line longer (long sentences are wrapped)
@@ -219,7 +220,8 @@ def _power_section(c: Contributions) -> list[str]:
 
 def _markdown(r: Report) -> list[str]:
     c = r.contributions
-    out = [f"# Objective contributions: {r.export_dir}", ""] + [" ".join(headline(c, r.check)), ""]
+    out = [f"# Objective contributions: {r.export_dir}", "", "```"] + run_summary(c, r.check) + ["```", ""]
+    out += [" ".join(headline(c, r.check)), ""]
     excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
     out += [f"Measured variants: {', '.join(c.variants) or 'none'}; pretraining seeds: "
             f"{', '.join(map(str, c.pretrain_seeds))}. Intervals: {c.level:.0%} multi-bootstrap over "
@@ -323,7 +325,9 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
     wrap = lambda text: textwrap.wrap(text, width) or [""]  # noqa: E731
     if not c.tasks:
         return "\n".join(wrap("no completed measure runs to report") + [ln for m in c.messages for ln in wrap(m)])
-    lines = [ln for sentence in headline(c, report.check) for ln in wrap(sentence)] + [""]
+    summary = [ln for line in run_summary(c, report.check)
+               for ln in textwrap.wrap(line, width, subsequent_indent=" " * SUMMARY_WIDTH) or [""]]
+    lines = summary + [""] + [ln for sentence in headline(c, report.check) for ln in wrap(sentence)] + [""]
     if c.contrasts:
         lines += _compact_table(c, width) + [""]
     lines += wrap(f"* resolved ({families(c)}, p < 0.05); ! flagged (collapsed, "

@@ -221,21 +221,11 @@ def _check(root: str) -> dict | None:
 
 
 def report(root: str, out=None) -> str | None:
-    """The usual report, its headline opened by the instrument check's result when ``--check`` ran, each quoted
-    contrast saying whether the check vouches for it."""
+    """The usual report; its summary's Check line and its headline read the instrument check's result when
+    ``--check`` ran, each quoted contrast saying whether the check vouches for it."""
     from sweeps.frame import final_report
 
-    check = _check(root)
-    if check is not None:
-        print(f"{check['headline']}; on the real tasks:", file=out)
-    report_dir = final_report(root, out, check=check)
-    if report_dir and check is not None:
-        md = Path(report_dir) / "contributions.md"
-        if md.exists():
-            lines = md.read_text().splitlines()
-            md.write_text("\n".join(lines[:2] + [f"**{check['headline']}** "
-                                                 f"(instrument_check/report/known_answer.md)", ""] + lines[2:]) + "\n")
-    return report_dir
+    return final_report(root, out, check=_check(root))
 
 
 def status(root: str) -> int:

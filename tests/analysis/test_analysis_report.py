@@ -15,7 +15,8 @@ def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     assert main([str(seed_export), "--boot", "100"]) == 0
     out = seed_export / "report"
     md = (out / "contributions.md").read_text()
-    first = md.split("\n\n")[1]  # the paragraph right under the title
+    assert md.split("\n\n")[1].startswith("```\nRan ")  # the run summary right under the title
+    first = md.split("\n\n")[2]  # then the headline
     assert "1.5 epochs" in first and "3 pretraining seed(s)" in first and "resolved" in first
     assert "| sst | accuracy | 0.500 | 0.800 [" in md and "Every variant minus none" in md
     assert "NSP contribution (full - mlm_only) +0.100" in md and "= NSP loss effect with MLM (full - mlm_pairs)" in md
@@ -28,7 +29,7 @@ def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     for png in ("contributions.png", "contributions_forest.png", "search_response.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
-    assert printed.startswith("This run pretrained") and printed.index("resolved") < printed.index("\ncontrast ")
+    assert printed.startswith("Ran ") and printed.index("This run pretrained") < printed.index("\ncontrast ")
 
 
 def test_words_only_when_the_holm_adjusted_p_is_below_005():
@@ -56,7 +57,7 @@ def test_an_underpowered_run_says_so_and_what_would_resolve_it(tmp_path):
     means = {"full": 0.62, "mlm_only": 0.61, "mlm_pairs": 0.615, "nsp_only": 0.6, "none": 0.6}
     r = build_report(write_export(tmp_path / "e", means, n_examples=200, variant_jitter={"full": (0.05, -0.05, 0.0)}),
                      n_boot=100)
-    head = format_table(r).split("\n\n")[0]
+    head = format_table(r).split("\n\n")[1]  # the headline, under the summary
     assert "minimal detectable effect" in head and ("pretraining seeds" in head or "test examples" in head)
 
 
@@ -116,14 +117,15 @@ def test_the_terminal_prints_the_headline_and_one_compact_contrast_by_task_table
     text = format_table(r)
     lines = text.splitlines()
     names = list(dict.fromkeys(e.contrast.name for e in c.contrasts))
-    head = [ln for ln in text.split("\n\n")[0].splitlines()]
-    assert len(lines) <= len(head) + 1 + len(names) + 4  # headline, the table header and rows, a footer
+    summary, head = (block.splitlines() for block in text.split("\n\n")[:2])
+    assert summary[0].startswith("Ran ") and len(summary) <= 12
+    assert len(lines) <= len(summary) + 1 + len(head) + 1 + len(names) + 4  # summary, headline, table, a footer
     assert max(len(ln) for ln in lines) <= 160
     header = next(ln for ln in lines if ln.startswith("contrast "))
     assert all(t in header for t in ("sst", "topic", "average (finetune)"))
     row = next(ln for ln in lines if ln.startswith("MLM contribution (full - nsp_only)"))
     assert "+0.200 [" in row and "]*" in row  # resolved: marked
-    assert "contributions.md" in lines[-1] and "chance" not in text  # the variant table stays in the .md
+    assert "contributions.md" in lines[-1] and "chance" not in text.split("\n\n", 1)[1]  # variant table: the .md
 
 
 def test_the_terminal_says_none_resolves_when_nothing_does(tmp_path):

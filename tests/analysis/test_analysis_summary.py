@@ -1,0 +1,85 @@
+"""The run summary: each line says its fact, and says FAIL (or the other answer) when the export's fact is the other."""
+
+import json
+
+import numpy as np
+import pandas as pd
+from analysis_fixtures import SEED_MEANS, write_export
+
+from analysis.contributions import estimate_contributions
+from analysis.export import load_export
+from analysis.summary import run_summary
+
+CHECK = {"passed": True, "effects": [{"name": "MLM contribution (full - nsp_only)", "verdict": "recovered"},
+                                     {"name": "SOP learns the order", "verdict": "not checkable at this size"}],
+         "null": {"called": 0, "covered": 2, "total": 2}}
+
+
+def _summary(root, runs=None, check=None):
+    if runs:
+        df = pd.read_parquet(root / "runs.parquet")
+        df.assign(**runs).to_parquet(root / "runs.parquet")
+    c = estimate_contributions(load_export(root), np.random.default_rng(0), n_boot=200)
+    lines = run_summary(c, check)
+    return dict(zip(["ran", "check", "sanity", "answer", "detects", "next"], lines))
+
+
+def test_what_ran_and_the_check_in_one_line_each(tmp_path):
+    root = write_export(tmp_path / "e", SEED_MEANS)
+    s = _summary(root, runs={"config_json": json.dumps({"preset": "cpu-long"})}, check=CHECK)
+    assert s["ran"].startswith("Ran") and "full, mlm_only, mlm_pairs, nsp_only against none at cpu-long" in s["ran"]
+    assert "3 pretraining seed(s)" in s["ran"] and "2 task(s) (sst, topic)" in s["ran"]
+    assert s["check"].startswith("Check    PASS: MLM contribution recovered") and "0 false call(s)" in s["check"]
+    failed = _summary(root, check={**CHECK, "passed": False, "effects": [{**CHECK["effects"][0],
+                                                                           "verdict": "not recovered"}]})
+    assert "FAIL: no planted effect recovered" in failed["check"]
+    assert "not run" in _summary(root)["check"]
+
+
+def test_sanity_fails_when_every_pretrained_variant_is_below_none(tmp_path):
+    below = write_export(tmp_path / "below", {"full": 0.55, "mlm_only": 0.5, "none": 0.6})
+    assert "pretraining beats none FAIL (best: full -0.050" in _summary(below)["sanity"]
+    above = write_export(tmp_path / "above", {"full": 0.7, "mlm_only": 0.65, "none": 0.6})
+    assert "pretraining beats none OK (best: full +0.100" in _summary(above)["sanity"]
+
+
+def test_sanity_reads_mlm_and_nsp_accuracy_of_the_variants_that_trained_them(tmp_path):
+    root = write_export(tmp_path / "e", SEED_MEANS)
+    shallow = _summary(root, runs={"mlm_acc": 0.08, "pair_acc_nsp": 0.51})
+    assert "MLM past word frequencies FAIL (held-out accuracy 8.0%" in shallow["sanity"]
+    assert "NSP head above chance FAIL" in shallow["sanity"]
+    assert "--preset cpu-long" in shallow["next"]
+    runs = pd.read_parquet(root / "runs.parquet")
+    # mlm_only's NSP head was never trained: its chance-level accuracy must not fail full's trained one
+    nsp = np.where(runs["variant"].isin(["full", "nsp_only"]), 0.8, 0.5)
+    deep = _summary(root, runs={"mlm_acc": 0.2, "pair_acc_nsp": nsp})
+    assert "MLM past word frequencies OK (held-out accuracy 20.0%" in deep["sanity"]
+    assert "NSP head above chance OK (0.80" in deep["sanity"] and "cpu-long" not in deep["next"]
+
+
+def test_sanity_counts_fine_tunings_that_predicted_one_label_and_next_asks_for_a_fair_protocol(tmp_path):
+    root = write_export(tmp_path / "e", {"full": 0.7, "mlm_only": 0.7, "none": 0.6}, majority=("mlm_only",))
+    s = _summary(root, runs={"mlm_acc": 0.2})
+    assert "every fine-tuning learned more than one label FAIL (12 predicted one label" in s["sanity"]
+    assert "finetune.lr_grid" in s["next"]
+    ok = _summary(write_export(tmp_path / "ok", {"full": 0.7, "mlm_only": 0.7, "none": 0.6}), runs={"mlm_acc": 0.2})
+    assert "every fine-tuning learned more than one label OK" in ok["sanity"]
+
+
+def test_answer_and_detects_read_the_primary_family(tmp_path):
+    root = write_export(tmp_path / "e", SEED_MEANS)
+    s = _summary(root, runs={"mlm_acc": 0.2})
+    assert "mlm_only - none on average (finetune): +0.200 [" in s["answer"] and "6 resolved positive" in s["answer"]
+    assert "a primary effect of about 0.0" in s["detects"]
+    noisy = write_export(tmp_path / "noisy", {"full": 0.6, "mlm_only": 0.6, "mlm_pairs": 0.6, "none": 0.6},
+                         variant_jitter={"mlm_only": (-0.4, 0.0, 0.4), "full": (0.4, -0.4, 0.0)}, n_examples=40)
+    n = _summary(noisy, runs={"mlm_acc": 0.2})
+    assert "0 resolved positive, 0 negative" in n["answer"]
+    assert "a primary effect of about" not in n["detects"] or float(
+        n["detects"].split("about ")[1].split()[0]) < 1.0  # never a number beyond the metric's range
+    assert "more pretraining seeds" in n["next"] or "larger scale" in n["next"]
+
+
+def test_no_primary_variants_says_so(tmp_path):
+    s = _summary(write_export(tmp_path / "e", {"full": 0.7, "none": 0.6}), runs={"mlm_acc": 0.2})
+    assert "was not measured" in s["answer"]
