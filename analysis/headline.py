@@ -138,6 +138,16 @@ def _median(values) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
+# Accuracy, F1 and exact match span [0, 1] (trainables.metrics.METRIC_RANGES); MCC spans [-1, 1], where a difference
+# of 1 is still far beyond any published objective ablation. A detectable effect this large is said in words.
+METRIC_SPAN = 1.0
+
+
+def effect_text(x: float) -> str:
+    """A detectable effect in words when it is 1 or more (no [0, 1] metric can show it), else the number."""
+    return ">= 1 (beyond a [0, 1] metric's range)" if x >= METRIC_SPAN else f"{x:.3f}"
+
+
 def _power_sentence(c: Contributions, done: list[ContrastEstimate]) -> str:
     """The MDE at the Holm level now, and the prospective one with more seeds (medians over contrasts)."""
     ps = [e.power for e in c.contrasts if e.power is not None]
@@ -148,11 +158,15 @@ def _power_sentence(c: Contributions, done: list[ContrastEstimate]) -> str:
     level = f"median minimal detectable effect at Holm's first step, alpha {ALPHA}/{m}, power {POWER:.0%}"
     first = ("The other " + f"{len(c.contrasts) - len(done)} are inconclusive, not findings: at this design"
              if done else "At this design")
-    text = f"{first} a difference must be about {now:.3f} ({level}) to be detected reliably."
+    if now >= METRIC_SPAN:
+        text = (f"{first} no difference a metric can show would be detected reliably ({level}: "
+                f"{effect_text(now)}): the seeds disagree too much.")
+    else:
+        text = f"{first} a difference must be about {now:.3f} ({level}) to be detected reliably."
     seeds = c.budget.pretrain_seeds if c.budget else 0
     ahead = [(n, _median(dict(p.mde_by_seeds).get(n, np.nan) for p in ps))
              for n in sorted({n for p in ps for n, _ in p.mde_by_seeds}) if n > seeds]
-    ahead = [f"{n} seeds ~{x:.3f}" for n, x in ahead if np.isfinite(x)]
+    ahead = [f"{n} seeds ~{x:.3f}" for n, x in ahead if np.isfinite(x) and x < METRIC_SPAN]
     if ahead:
         text += f" Prospectively, with the same family: {', '.join(ahead)}."
     return text

@@ -37,7 +37,7 @@ from analysis.contributions import ContrastEstimate, Contributions, estimate_con
 from analysis.contrasts import FAMILIES
 from analysis.export import load_export
 from analysis.formats import input_format_section
-from analysis.headline import families, family_size, headline, resolved
+from analysis.headline import effect_text, families, family_size, headline, resolved
 from analysis.inference import called
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
@@ -205,9 +205,9 @@ def _power_section(c: Contributions) -> list[str]:
     if not seeds or not any(ps.values()):
         return []
     m = family_size(c, "secondary") or family_size(c)
-    rows = [[t, f"{np.median([p.mde for p in v]):.3f}"] + [
-        f"{np.median([dict(p.mde_by_seeds)[n] for p in v if n in dict(p.mde_by_seeds)]):.3f}" for n in seeds]
-        for t, v in ps.items() if v]
+    rows = [[t, effect_text(float(np.median([p.mde for p in v])))] + [
+        effect_text(float(np.median([dict(p.mde_by_seeds)[n] for p in v if n in dict(p.mde_by_seeds)])))
+        for n in seeds] for t, v in ps.items() if v]
     return ["## Power at the Holm level", "", f"The difference each design detects with power 80% at Holm's first "
             f"step in this report's secondary family (alpha 0.05/{m}, two-sided; the primary family's m is "
             f"{family_size(c, 'primary')}), median over the row's contrasts: this run "

@@ -156,3 +156,19 @@ def test_the_headline_says_first_when_the_encoders_never_left_the_word_frequency
     assert "learned little beyond word frequencies" in low[1] and "full 8.0%" in low[1] and "none" not in \
         low[1].split("(")[1].split(";")[0] and "--preset cpu-long" in low[1]
     assert not any("word frequencies" in s for s in first_lines(0.31))
+
+
+def test_a_detectable_effect_beyond_the_metrics_range_is_said_in_words(tmp_path):
+    """Seeds that disagree wildly give an MDE above 1: no number beyond [0, 1] is printed as a detectable effect."""
+    import re
+
+    means = {"full": 0.6, "mlm_only": 0.6, "mlm_pairs": 0.6, "nsp_only": 0.6, "none": 0.6}
+    root = write_export(tmp_path / "e", means, n_examples=40,
+                        variant_jitter={"mlm_only": (-0.35, 0.0, 0.35), "full": (0.35, -0.35, 0.0),
+                                        "mlm_pairs": (0.0, 0.35, -0.35), "nsp_only": (0.3, -0.3, 0.0)})
+    r = build_report(root, n_boot=100)
+    text = format_table(r) + r.to_markdown()
+    assert any(e.power is not None and e.power.mde >= 1 for e in r.contributions.contrasts)
+    assert "beyond a [0, 1] metric's range" in text or "no difference a metric can show" in text
+    for number in re.findall(r"(?:must be about|MDE now[^\n]*\n[^\n]*\| )(\d+\.\d+)", text):
+        assert float(number) < 1.0
