@@ -267,14 +267,28 @@ def _budget(done: pd.DataFrame, evals: pd.DataFrame, seeds, variants) -> tuple[B
                   "/".join(kinds) or "steps", flops), epochs
 
 
+DEGENERATE = "no information: every resampled estimate is the same (e.g. both variants predicted one label " \
+             "everywhere); left out of its family"
+
+
+def degenerate(iv: Interval) -> bool:
+    """A cell that carries no information: its interval has no width (every seed and example gave the same
+    difference), so it can be neither called nor counted in a family."""
+    return bool(np.isfinite(iv.lo) and np.isfinite(iv.hi) and iv.hi - iv.lo <= 1e-12)
+
+
 def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[ContrastEstimate]:
     """Every (contrast, row) cell, Holm-adjusted within its family (``analysis.contrasts.holm_family``: the
     primary contrasts on every row, then the rest; ``analysis.inference.family_calls``), with its power at
-    that family's Holm level."""
+    that family's Holm level. A degenerate cell (``degenerate``) is in no family: its p stays NaN."""
     cells = [(t, d, iv) for t in rows_of for d, iv in zip(defs, t.intervals[len(variants):])]
     out: list[ContrastEstimate | None] = [None] * len(cells)
+    for i, (t, d, iv) in enumerate(cells):
+        if degenerate(iv):
+            out[i] = ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse) + (DEGENERATE,),
+                                      NAN, None, holm_family(d))
     for family in ("primary", "secondary"):
-        idx = [i for i, (_, d, _) in enumerate(cells) if holm_family(d) == family]
+        idx = [i for i, (_, d, _) in enumerate(cells) if holm_family(d) == family and out[i] is None]
         adjusted, _, m = family_calls([cells[i][2] for i in idx])
         for i, p in zip(idx, adjusted):
             t, d, iv = cells[i]
@@ -323,6 +337,10 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                for d, iv in zip(defs, t.intervals[len(variants):]) if d.family == "vs_none"]
     worse, worse_flags = worse_than_none(vs_none)
     estimates = _estimates([t for t in tasks if t.learned], defs, variants, collapsed, worse)
+    empty = [e for e in estimates if degenerate(e.interval)]
+    if empty:
+        messages.append(f"{len(empty)} contrast cell(s) carry no information (every resampled estimate the same) "
+                        "and are left out of every family: " + ", ".join(f"{e.contrast.name} on {e.task}" for e in empty))
     unlearned = [ContrastEstimate(t.label, d, iv) for t in tasks if not t.learned
                  for d, iv in zip(defs, t.intervals[len(variants):])]
     budget, epochs = _budget(done, evals, seeds, variants)

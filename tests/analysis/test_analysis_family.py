@@ -46,3 +46,22 @@ def test_domain_gains_with_raw_p_below_005_are_not_called_when_the_family_adjust
     assert "positive" not in text and "inconclusive after Holm" in text and "one family" in text
     frame = s.to_frame()
     assert (frame.loc[frame.quantity == "after - before", "p_holm"] > 0.05).all()
+
+
+def test_a_cell_whose_every_estimate_is_the_same_is_in_no_family_and_listed_once(tmp_path):
+    """Two variants that predict the same label on every example of every seed differ by exactly 0 in every
+    resample: that cell carries no information, so it must not enlarge a Holm family (which would cost every
+    other cell power) nor be called; it is listed once in the messages."""
+    from analysis.headline import family_size
+
+    means = {"full": 0.8, "mlm_only": 0.7, "mlm_pairs": 0.7, "none": 0.5}
+    root = write_export(tmp_path / "e", means)
+    c = estimate_contributions(load_export(root), np.random.default_rng(0), n_boot=200)
+    empty = [e for e in c.contrasts if e.contrast.name.startswith("input-format effect")]
+    assert empty and all(e.interval.lo == e.interval.hi == 0 for e in empty)
+    assert all(np.isnan(e.p_adjusted) and not resolved(e) and e.power is None for e in empty)
+    rest = [e for e in c.contrasts if e not in empty]
+    assert family_size(c) == len(rest) and all(e.power.m == family_size(c, e.holm_family) for e in rest)
+    listed = [m for m in c.messages if "carry no information" in m]
+    assert len(listed) == 1 and all(f"input-format effect (mlm_pairs - mlm_only) on {e.task}" in listed[0]
+                                    for e in empty)
