@@ -69,7 +69,7 @@ def _stage(c: Contributions) -> str:
     return (f"The encoders learned little beyond word frequencies (held-out MLM accuracy {accs}; below "
             f"{WORD_FREQUENCY_STAGE:.0%}), so at this budget no objective is expected to show an effect on real "
             "tasks; a run that trains each encoder longer can (on two cores: --preset cpu-long, ~24 M tokens per "
-            "run, about 70 minutes).")
+            "run, about 50 minutes).")
 
 
 def _budget(c: Contributions) -> str:

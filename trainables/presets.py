@@ -4,7 +4,7 @@
 
     smoke       seconds, for tests: a 2-layer hidden-32 BERT, 8 steps
     cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (docs/presets.md)
-    cpu-long    cpu-small's model pretrained 40x longer and fine-tuned at the rate chosen on dev: about an hour
+    cpu-long    cpu-small's model pretrained 40x longer and fine-tuned at the rate chosen on dev: about 50 minutes
     gpu-quick   one H200-class GPU in a quarter hour: bert-mini width, several trials sharing the GPU
     known-answer   the instrument check on the planted language (sweeps/known_answer.py): its gate ~5 min on 2 cores
     bert-mini, bert-small, bert-base   the published BERT family sizes, for GPU clusters
