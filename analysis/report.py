@@ -23,6 +23,7 @@ family of every (contrast, task row) cell (``analysis.inference.called``, via
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import textwrap
@@ -364,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # a main-job export sits beside its instrument check's verdicts: the summary and headline read them again
+    check_json = args.export_dir.parent / "instrument_check" / "report" / "known_answer.json"
+    check = json.loads(check_json.read_text()) if check_json.exists() else None
     try:
-        report = build_report(args.export_dir, args.boot, args.level, args.seed)
+        report = build_report(args.export_dir, args.boot, args.level, args.seed, check=check)
     except ValueError as err:  # ExportError and bad arguments: one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -174,3 +174,18 @@ def test_a_detectable_effect_beyond_the_metrics_range_is_said_in_words(tmp_path)
     assert "beyond a [0, 1] metric's range" in text or "no difference a metric can show" in text
     for number in re.findall(r"(?:must be about|MDE now[^\n]*\n[^\n]*\| )(\d+\.\d+)", text):
         assert float(number) < 1.0
+
+
+def test_the_report_command_reads_the_instrument_check_beside_a_main_job_export(tmp_path, capsys):
+    """`python -m analysis.report RUN/export` on a main job's export finds RUN/instrument_check's verdicts, so the
+    summary's Check line says PASS or FAIL as the run itself printed, not 'not run'."""
+    import json
+
+    root = write_export(tmp_path / "run" / "export", SEED_MEANS)
+    assert main([str(root), "--boot", "50"]) == 0
+    assert "Check    not run" in capsys.readouterr().out
+    verdicts = tmp_path / "run" / "instrument_check" / "report"
+    verdicts.mkdir(parents=True)
+    (verdicts / "known_answer.json").write_text(json.dumps({"passed": False, "effects": [], "null": {"called": 1}}))
+    assert main([str(root), "--boot", "50"]) == 0
+    assert "Check    FAIL: no planted effect recovered on a planted language; 1 false call(s)" in capsys.readouterr().out
