@@ -39,20 +39,23 @@ def ran(c: Contributions) -> str:
     tokens = f", {b.tokens / 1e6:.2g} M tokens each" if b is not None and np.isfinite(b.tokens) else ""
     seeds = f"{len(c.pretrain_seeds)} pretraining seed(s)"
     tasks = sorted({t.split(" (")[0] for t in c.tasks if not t.startswith("average")})
-    readings = sorted({t.split(" (", 1)[1].rstrip(")") if " (" in t else "fine-tuned" for t in c.tasks
-                       if not t.startswith("average")})
+    modes = sorted({t.split(" (", 1)[1].rstrip(")") if " (" in t else "" for t in c.tasks
+                    if not t.startswith("average")})
+    readings = [{"": "fine-tuning", "probe": "the probe"}.get(m, "the " + m.replace("probe, ", "probe at "))
+                for m in modes]
     preset = f" at {c.preset}" if c.preset else ""
     return _line("Ran", f"{', '.join(trained) or 'no pretrained variant'} against none{preset}, {seeds}{tokens}; "
-                        f"{len(tasks)} task(s) ({', '.join(tasks)}), read {', '.join(readings)}")
+                        f"{len(tasks)} task(s) ({', '.join(tasks)}), read by {', '.join(readings)}")
 
 
 def check_line(check: dict | None) -> str:
     if check is None:
         return _line("Check", "not run (--check runs the instrument check first)")
     word = "PASS" if check.get("passed") else "FAIL"
-    found = [e["name"].split(" (")[0] for e in check.get("effects", []) if e.get("verdict") == "recovered"]
+    found = [e["name"].split(" (")[0].split(", ")[0] for e in check.get("effects", []) if e.get("verdict") == "recovered"]
+    named = ", ".join(f"{n} ({found.count(n)} readings)" if found.count(n) > 1 else n for n in dict.fromkeys(found))
     null = check.get("null", {})
-    what = (f"{', '.join(found) or 'no planted effect'} recovered on a planted language; "
+    what = (f"{named or 'no planted effect'} recovered on a planted language; "
             f"{null.get('called', 0)} false call(s) on its null task")
     return _line("Check", f"{word}: {what}. It vouches for that path only: NSP's and SOP's effects have no planted "
                           "control (docs/known-answers.md)")

@@ -11,6 +11,7 @@ from analysis.export import load_export
 from analysis.summary import run_summary
 
 CHECK = {"passed": True, "effects": [{"name": "MLM contribution (full - nsp_only)", "verdict": "recovered"},
+                                     {"name": "MLM contribution, fine-tuned (full - nsp_only)", "verdict": "recovered"},
                                      {"name": "SOP learns the order", "verdict": "not checkable at this size"}],
          "null": {"called": 0, "covered": 2, "total": 2}}
 
@@ -28,8 +29,8 @@ def test_what_ran_and_the_check_in_one_line_each(tmp_path):
     root = write_export(tmp_path / "e", SEED_MEANS)
     s = _summary(root, runs={"config_json": json.dumps({"preset": "cpu-long"})}, check=CHECK)
     assert s["ran"].startswith("Ran") and "full, mlm_only, mlm_pairs, nsp_only against none at cpu-long" in s["ran"]
-    assert "3 pretraining seed(s)" in s["ran"] and "2 task(s) (sst, topic)" in s["ran"]
-    assert s["check"].startswith("Check    PASS: MLM contribution recovered") and "0 false call(s)" in s["check"]
+    assert "3 pretraining seed(s)" in s["ran"] and "2 task(s) (sst, topic), read by fine-tuning" in s["ran"]
+    assert s["check"].startswith("Check    PASS: MLM contribution (2 readings) recovered") and "0 false call(s)" in s["check"]
     failed = _summary(root, check={**CHECK, "passed": False, "effects": [{**CHECK["effects"][0],
                                                                            "verdict": "not recovered"}]})
     assert "FAIL: no planted effect recovered" in failed["check"]
