@@ -50,7 +50,8 @@ def ran(c: Contributions) -> str:
 
 def check_line(check: dict | None) -> str:
     if check is None:
-        return _line("Check", "not run (--check runs the instrument check first)")
+        return _line("Check", "no instrument check with this run (the main job's --check runs one first; "
+                              "python sweeps/known_answer.py alone)")
     word = "PASS" if check.get("passed") else "FAIL"
     found = [e["name"].split(" (")[0].split(", ")[0] for e in check.get("effects", []) if e.get("verdict") == "recovered"]
     named = ", ".join(f"{n} ({found.count(n)} readings)" if found.count(n) > 1 else n for n in dict.fromkeys(found))

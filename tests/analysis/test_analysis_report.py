@@ -178,12 +178,12 @@ def test_a_detectable_effect_beyond_the_metrics_range_is_said_in_words(tmp_path)
 
 def test_the_report_command_reads_the_instrument_check_beside_a_main_job_export(tmp_path, capsys):
     """`python -m analysis.report RUN/export` on a main job's export finds RUN/instrument_check's verdicts, so the
-    summary's Check line says PASS or FAIL as the run itself printed, not 'not run'."""
+    summary's Check line says PASS or FAIL as the run itself printed."""
     import json
 
     root = write_export(tmp_path / "run" / "export", SEED_MEANS)
     assert main([str(root), "--boot", "50"]) == 0
-    assert "Check    not run" in capsys.readouterr().out
+    assert "Check    no instrument check with this run" in capsys.readouterr().out
     verdicts = tmp_path / "run" / "instrument_check" / "report"
     verdicts.mkdir(parents=True)
     (verdicts / "known_answer.json").write_text(json.dumps({"passed": False, "effects": [], "null": {"called": 1}}))

@@ -34,7 +34,7 @@ def test_what_ran_and_the_check_in_one_line_each(tmp_path):
     failed = _summary(root, check={**CHECK, "passed": False, "effects": [{**CHECK["effects"][0],
                                                                            "verdict": "not recovered"}]})
     assert "FAIL: no planted effect recovered" in failed["check"]
-    assert "not run" in _summary(root)["check"]
+    assert "no instrument check with this run" in _summary(root)["check"]
 
 
 def test_sanity_fails_when_every_pretrained_variant_is_below_none(tmp_path):
