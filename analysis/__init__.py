@@ -1,6 +1,7 @@
 """Exported sweeps -> contribution estimates with confidence intervals -> tables, plots, notebook.
 
     export.py         load_export(dir) -> Export(runs, evals, predictions), checked against the schema
+                      python -m analysis.export merge A B --out C  (pool runs of other pretraining seeds)
     stats.py          per-example sufficient statistics of every metric (bootstrap = weighted sums)
     bootstrap.py      multibootstrap(measurements, contrasts, rng) -> [Interval]  (MultiBERTs-style)
     variants.py       variant_specs(runs) -> what each variant is (weights, input format); sort_variants

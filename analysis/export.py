@@ -91,3 +91,137 @@ def load_export(export_dir: str | Path) -> Export:
             raise ExportError(f"{path} is missing; an export holds runs.parquet and evals.parquet "
                               "(and predictions.parquet)")
     return check_export(Export(**tables))
+
+
+# Config keys that say where or how fast a run ran, not what it measured: runs that differ only in these
+# (and in their seeds) are one design and may be pooled.
+_RUNTIME_KEYS = ("run.seed", "run.threads", "run.device", "run.allocator", "run.log_every", "run.eval_every",
+                 "run.checkpoint_every", "run.tensorboard", "run.init_checkpoint", "data.prepared_root",
+                 "data.prepared", "data.cache_dir", "data.tokenizer_dir", "data.loader_workers", "data.data_seed",
+                 "model.compile", "model.gradient_checkpointing")
+_DESIGN_COLUMNS = ("input_format", "mask_ratio", "masking", "data_order", "budget", "precision")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _design(runs: pd.DataFrame) -> dict[str, dict]:
+    """Per variant of the completed measure runs: what its runs hold fixed (weights, format, config)."""
+    import json
+
+    out: dict[str, dict] = {}
+    done = runs[(runs["phase"] == "measure") & (runs["status"] == "completed")]
+    cols = [c for c in runs.columns if c.endswith("_weight") or c in _DESIGN_COLUMNS]
+    for _, row in done.iterrows():
+        try:
+            config = _flat(json.loads(row.get("config_json") or "{}"))
+        except ValueError:
+            config = {}
+        design = {c: row[c] for c in cols if pd.notna(row[c])}
+        design.update({k: v for k, v in config.items() if k not in _RUNTIME_KEYS})
+        out.setdefault(row["variant"], design)
+    return out
+
+
+def _read_raw(export_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """An export's tables as written (every fine-tuning rate's rows kept), after checking the schema."""
+    load_export(export_dir)
+    root = Path(export_dir)
+    return {n: _read(root / f"{n}.parquet") for n in schema.TABLES if (root / f"{n}.parquet").exists()}
+
+
+def merge_exports(export_dirs: list[str | Path], out_dir: str | Path) -> Path:
+    """Pool exports of one design run with different pretraining seeds (``--first-seed``) into one export.
+
+    Refused, with one line naming what differs: a run id or a (variant, pretraining seed) in two exports
+    (the same run counted twice), a variant whose weights, input format, masking or config differ, other
+    test sets (a task's test size), or another pretraining corpus (``corpus.json``'s fingerprint).
+    """
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if len(export_dirs) < 2:
+        raise ExportError(f"merging needs at least two exports; got {len(export_dirs)}")
+    parts = [_read_raw(d) for d in export_dirs]
+    first, first_design = str(export_dirs[0]), _design(parts[0]["runs"])
+    seen: dict[tuple, str] = {}
+    for d, part in zip(export_dirs, parts):
+        for _, r in part["runs"].iterrows():
+            for key in (("run", r["run_id"]), ("seed", r["variant"], r["pretrain_seed"], r["phase"])):
+                if key in seen:
+                    what = f"run {r['run_id']!r}" if key[0] == "run" else \
+                        f"variant {r['variant']!r} at pretraining seed {r['pretrain_seed']}"
+                    raise ExportError(f"{what} is in both {seen[key]} and {d}; merge exports of different "
+                                      "pretraining seeds (--first-seed)")
+                seen[key] = str(d)
+        for variant, design in _design(part["runs"]).items():
+            ref = first_design.get(variant)
+            diff = sorted(k for k in set(design) | set(ref or {}) if ref is not None and design.get(k) != ref.get(k))
+            if diff:
+                k = diff[0]
+                raise ExportError(f"variant {variant!r} differs between {first} and {d}: {k} "
+                                  f"{ref.get(k)!r} vs {design.get(k)!r}; only runs of one design can be pooled")
+        sizes = part["evals"].groupby(["task", "mode"])["n_examples"].max()
+        ref_sizes = parts[0]["evals"].groupby(["task", "mode"])["n_examples"].max()
+        for key in sizes.index.intersection(ref_sizes.index):
+            if sizes[key] != ref_sizes[key]:
+                raise ExportError(f"task {key[0]!r} ({key[1]}) has {sizes[key]} test examples in {d} and "
+                                  f"{ref_sizes[key]} in {first}; only exports on the same test sets can be pooled")
+    corpora = {}
+    for d in export_dirs:
+        path = Path(d) / "corpus.json"
+        if path.exists():
+            corpora[str(d)] = json.loads(path.read_text())
+    prints = {rec.get("fingerprint") for rec in corpora.values()}
+    if len(prints) > 1:
+        raise ExportError(f"the exports were pretrained on different corpora (fingerprints {sorted(prints)}); "
+                          "only runs on one corpus can be pooled")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in schema.TABLES:
+        frames = [p[name] for p in parts if name in p]
+        if len(frames) < len(parts):  # predictions: the estimates need every run's or none
+            continue
+        versions = sorted({(pq.read_schema(Path(d) / f"{name}.parquet").metadata or {}).get(schema.META_CODE, b"")
+                           .decode() for d in export_dirs} - {""})
+        table = pa.Table.from_pandas(pd.concat(frames, ignore_index=True), preserve_index=False)
+        meta = {schema.META_SCHEMA: str(schema.SCHEMA_VERSION).encode(), schema.META_TABLE: name.encode(),
+                schema.META_CODE: ",".join(versions).encode()}
+        pq.write_table(table.replace_schema_metadata(meta), out / f"{name}.parquet")
+    if corpora:
+        (out / "corpus.json").write_text(json.dumps(next(iter(corpora.values())), indent=1))
+    (out / "MERGED_FROM").write_text("\n".join(str(Path(d).resolve()) for d in export_dirs) + "\n")
+    load_export(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m analysis.export",
+                                 description="Pool exports of one design run with different pretraining seeds.")
+    ap.add_argument("command", choices=["merge"])
+    ap.add_argument("exports", nargs="+", type=Path, help="export directories (<run>/export)")
+    ap.add_argument("--out", type=Path, required=True, help="the pooled export's directory")
+    args = ap.parse_args(argv)
+    try:
+        out = merge_exports(args.exports, args.out)
+    except ExportError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    runs = load_export(out).runs
+    seeds = sorted(set(runs.loc[runs["phase"] == "measure", "pretrain_seed"]))
+    print(f"pooled {len(args.exports)} exports into {out}: {len(runs)} runs, pretraining seeds {seeds}; "
+          f"report: python -m analysis.report {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
