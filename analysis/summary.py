@@ -22,6 +22,9 @@ from analysis.headline import WORD_FREQUENCY_STAGE, resolved
 
 NSP_CHANCE_MARGIN = 0.05  # NSP's held-out accuracy must clear chance (0.5) by this much for its head to count as trained
 WIDTH = 9  # the label column
+# Beyond this many pretraining seeds for a typical open cell, Next points at a larger scale instead: such cells
+# are ties whose intervals already exclude the effects the design set out to find.
+MAX_SEEDS_ADVISED = 20
 
 
 def _line(label: str, text: str) -> str:
@@ -125,14 +128,21 @@ def next_step(c: Contributions, facts: dict[str, bool | None]) -> str:
     if facts.get("every_fine_tuning_learned") is False:
         return _line("Next", "fine-tune fairly: --set finetune.lr_grid=3e-4,1e-3,3e-3 --set finetune.keep_best=true "
                              "--set finetune.epochs=6 --set finetune.patience=2 (docs/controls.md)")
-    prim = [e for e in c.contrasts if e.holm_family == "primary" and not resolved(e) and e.power is not None
-            and e.power.seeds_needed]
-    if prim:
-        need = int(np.median([e.power.seeds_needed for e in prim]))
-        return _line("Next", f"more pretraining seeds: --seeds {need} would resolve a typical open primary cell "
-                             "if its estimate is the truth (post hoc)")
-    return _line("Next", "the same question at a larger scale: --preset gpu-quick on one GPU, a bert-* preset on a "
-                         "cluster")
+    open_cells = [e for e in c.contrasts if e.holm_family == "primary" and not resolved(e) and e.power is not None]
+    needs = [e.power.seeds_needed for e in open_cells if e.power.seeds_needed]
+    larger = "the same question at a larger scale: --preset gpu-quick on one GPU, a bert-* preset on a cluster"
+    need = int(np.median(needs)) if needs else None
+    if open_cells and (need is None or need > MAX_SEEDS_ADVISED):  # ties: seeds would narrow them, not resolve them
+        why = f"a typical one would need ~{need} pretraining seeds to resolve, post hoc" if need else \
+            "no seed count resolves them at these test sets"
+        return _line("Next", f"{larger}; the open primary cells are near zero ({why})")
+    if need:
+        more = max(need - len(c.pretrain_seeds), 1)
+        return _line("Next", f"{more} more pretraining seed(s): the same command with --first-seed "
+                             f"{max(c.pretrain_seeds) + 1} --seeds {more}, then python -m analysis.export merge "
+                             f"(docs/statistics.md); {need} in all would resolve a typical open primary cell if its "
+                             "estimate is the truth (post hoc)")
+    return _line("Next", larger)
 
 
 def run_summary(c: Contributions, check: dict | None = None) -> list[str]:

@@ -88,3 +88,19 @@ def test_answer_and_detects_read_the_primary_family(tmp_path):
 def test_no_primary_variants_says_so(tmp_path):
     s = _summary(write_export(tmp_path / "e", {"full": 0.7, "none": 0.6}), runs={"mlm_acc": 0.2})
     assert "was not measured" in s["answer"]
+
+
+def test_next_asks_for_the_seeds_a_typical_open_cell_needs_and_how_to_add_them(tmp_path):
+    # a real effect seen through noisy seeds: a few more seeds resolve it, added by a second run and a merge
+    wide = write_export(tmp_path / "wide", {"full": 0.66, "mlm_only": 0.66, "mlm_pairs": 0.6, "none": 0.6},
+                        variant_jitter={"mlm_only": (-0.06, 0.0, 0.06), "full": (0.06, -0.06, 0.0)})
+    s = _summary(wide, runs={"mlm_acc": 0.2})
+    assert "0 resolved positive" in s["answer"]
+    assert "--first-seed 3 --seeds" in s["next"] and "analysis.export merge" in s["next"]
+    more = int(s["next"].split("--seeds ")[1].split(",")[0])
+    assert 1 <= more and more + 3 <= 20
+    # a tie: no effect anywhere, so a resolving seed count is huge and Next points at scale instead
+    tie = write_export(tmp_path / "tie", {"full": 0.6, "mlm_only": 0.601, "mlm_pairs": 0.6, "none": 0.6},
+                       variant_jitter={"mlm_only": (-0.03, 0.0, 0.03), "full": (0.03, -0.03, 0.0)})
+    t = _summary(tie, runs={"mlm_acc": 0.2})
+    assert "larger scale" in t["next"] and "near zero" in t["next"] and "--first-seed" not in t["next"]
