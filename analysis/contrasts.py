@@ -3,15 +3,18 @@
 From the measured ``VariantSpec``s (``analysis.variants``), for variants with the same mask ratio:
 
     X - none                       every variant, always (family vs_none)
-    seed's definitions             MLM contribution = full - nsp_only, NSP contribution = full - mlm_only
+    named contributions            MLM contribution = full - nsp_only, NSP contribution = full - mlm_only
     X loss effect   (A - B)        same input format, weights differ only in X, B has X = 0, B != none
     input-format effect (A - B)    same weights, different input format (pairs minus single)
     X instead of Y  (A - B)        one objective swapped for another of the same kind (both with a pair
                                    head, or neither) at the same weight, X the later objective of the
                                    export's order (rtd for mlm, sop for nsp); a note names both input
                                    formats when they differ
-    2x2 factorial on one format    {X+Y, X, Y} on that format plus none: main effects (= the Shapley
-                                   shares in a 2x2; they add up to (X+Y) - none) and the interaction
+    2x2 factorial on one format    {X+Y, X, Y} on that format plus none: X's share and Y's share (the main
+                                   effects, = the Shapley values of a 2x2; they add up to (X+Y) - none)
+                                   and the interaction
+
+Every contrast carries ``meaning``, what it measures in words; the report prints them once, as a glossary.
     best_mix - full                when a searched mix was measured
 
 A weight vector that two rules produce is kept once, under the first name (the seed's names first),
@@ -30,8 +33,11 @@ from dataclasses import dataclass, field, replace
 from analysis.variants import INPUT_FORMATS, NONE, VariantSpec, describe
 
 FAMILIES = ("vs_none", "seed", "loss", "format", "swap", "factorial", "best_mix")
-SEED_DEFINITIONS = (("MLM contribution (full - nsp_only)", "full", "nsp_only", "MLM"),
-                    ("NSP contribution (full - mlm_only)", "full", "mlm_only", "NSP"))
+SEED_DEFINITIONS = (("MLM contribution (full - nsp_only)", "full", "nsp_only", "MLM",
+                     "what MLM adds to NSP: MLM and NSP on sentence pairs, minus NSP alone on the same pairs"),
+                    ("NSP contribution (full - mlm_only)", "full", "mlm_only", "NSP",
+                     "what NSP with its sentence pairs adds to MLM: MLM and NSP on pairs, minus MLM alone on "
+                     "single segments (a loss and an input change together; NSP's loss effect separates them)"))
 # The primary family: the question the tool exists for, declared before any run. MLM's effect over no
 # pretraining and NSP's loss effect (only the loss differs: same pairs, same inputs) are adjusted within
 # themselves for the headline; every other cell is a secondary family with its own adjustment.
@@ -54,10 +60,23 @@ class ContrastDef:
     notes: tuple[str, ...] = ()  # e.g. the input formats differ
     parts: tuple[tuple[float, str], ...] = ()  # (sign, contrast name): this contrast = their signed sum
     also: tuple[str, ...] = field(default=())  # other names of the same weight vector
+    meaning: str = ""  # what it measures, in words: the report's glossary
 
 
 def _key(weights: dict[str, float]) -> tuple:
     return tuple(sorted((v, round(float(w), 9)) for v, w in weights.items() if w != 0))
+
+
+def _objectives_text(spec: VariantSpec, objectives) -> str:
+    on = spec.on(objectives)
+    losses = " + ".join(_label(o) if w == 1 else f"{w:g} {_label(o)}" for o, w in on.items()) or "no loss"
+    return f"{losses} on {spec.input_format}" if spec.input_format else losses
+
+
+def primary_name(d: "ContrastDef") -> str:
+    """The primary question's plain name for ``d`` ("MLM's effect over none"), or '' for a secondary cell."""
+    key = _key(d.weights)
+    return next((name for name, w in PRIMARY.items() if key == _key(w)), "")
 
 
 def _same_mask(a: VariantSpec, b: VariantSpec) -> bool:
@@ -78,11 +97,14 @@ def _pair_contrast(a: VariantSpec, b: VariantSpec, objectives: tuple[str, ...],
         rank = {f: i for i, f in enumerate(INPUT_FORMATS)}
         if rank.get(a.input_format, -1) > rank.get(b.input_format, -1):
             return ContrastDef(f"input-format effect ({a.name} - {b.name})", sub, "format", "input format",
-                               (f"{a.input_format} vs {b.input_format} with the same losses",))
+                               (f"{a.input_format} vs {b.input_format} with the same losses",),
+                               meaning=f"what {a.input_format} inputs do instead of {b.input_format}, the losses "
+                                       "unchanged")
     elif len(diff) == 1 and a.input_format == b.input_format and wb and wb.get(diff[0], 0.0) == 0:
         x = diff[0]
         rest = " + ".join(_label(o) for o in wb)
-        return ContrastDef(f"{_label(x)} loss effect with {rest} ({a.name} - {b.name})", sub, "loss", _label(x))
+        return ContrastDef(f"{_label(x)} loss effect with {rest} ({a.name} - {b.name})", sub, "loss", _label(x),
+                           meaning=f"what switching on {_label(x)}'s loss adds to {rest}, the inputs unchanged")
     elif len(diff) == 2:
         y, x = diff  # objectives order: x is the later one
         same_kind = (x in pair_level) == (y in pair_level)  # rtd for mlm, sop for nsp; not nsp for mlm
@@ -90,7 +112,8 @@ def _pair_contrast(a: VariantSpec, b: VariantSpec, objectives: tuple[str, ...],
             notes = ((f"input formats differ: {a.name} on {a.input_format}, {b.name} on {b.input_format}",)
                      if a.input_format != b.input_format else ())
             return ContrastDef(f"{_label(x)} instead of {_label(y)} ({a.name} - {b.name})", sub, "swap",
-                               _label(x), notes)
+                               _label(x), notes,
+                               meaning=f"{_label(x)} in place of {_label(y)} at the same weight, the rest unchanged")
     return None
 
 
@@ -112,25 +135,31 @@ def _factorials(specs: dict[str, VariantSpec], objectives, blocked: dict) -> lis
         if missing:
             if wx == wy:  # a plain mix: say what would complete it
                 for m in missing:
-                    blocked.setdefault(m, []).append(f"the {what} (main effects = Shapley shares, interaction)")
+                    blocked.setdefault(m, []).append(f"the {what} (each objective's share, interaction)")
             continue
         both, only_x, only_y = xy.name, cells[x], cells[y]
         tag = f" ({xy.input_format})" if xy.input_format else ""
         game = f" ({_label(x)} x {_label(y)}{', ' + xy.input_format if xy.input_format else ''})"
-        out += [ContrastDef(f"{_label(x)} main effect = Shapley share{game}",
-                            {both: .5, only_y: -.5, only_x: .5, NONE: -.5}, "factorial", _label(x)),
-                ContrastDef(f"{_label(y)} main effect = Shapley share{game}",
-                            {both: .5, only_x: -.5, only_y: .5, NONE: -.5}, "factorial", _label(y)),
-                ContrastDef(f"{_label(x)} x {_label(y)} interaction{tag}",
-                            {both: 1, only_x: -1, only_y: -1, NONE: 1}, "factorial", f"{_label(x)} x {_label(y)}")]
+        X, Y = _label(x), _label(y)
+        share = ("{0}'s share of ({0} + {1}) - none: {0}'s effect averaged over {1} off and on, the Shapley value "
+                 "of the 2x2; the two shares add up to ({0} + {1}) - none")
+        out += [ContrastDef(f"{X}'s share{game}", {both: .5, only_y: -.5, only_x: .5, NONE: -.5}, "factorial", X,
+                            meaning=share.format(X, Y)),
+                ContrastDef(f"{Y}'s share{game}", {both: .5, only_x: -.5, only_y: .5, NONE: -.5}, "factorial", Y,
+                            meaning=share.format(Y, X)),
+                ContrastDef(f"{X} x {Y} interaction{tag}", {both: 1, only_x: -1, only_y: -1, NONE: 1}, "factorial",
+                            f"{X} x {Y}", meaning=f"how far {X} and {Y} together differ from the sum of their "
+                                                  "effects alone (0: they add up)")]
     return out
 
 
 def _named(specs: dict[str, VariantSpec], blocked: dict) -> list[ContrastDef]:
-    """The seed's definitions and best_mix - full: fixed names, as the seed defined them."""
-    wanted = [ContrastDef(name, {a: 1.0, b: -1.0}, "seed", credit) for name, a, b, credit in SEED_DEFINITIONS]
+    """The project brief's two named contributions and best_mix - full: fixed names, as the brief defined them."""
+    wanted = [ContrastDef(name, {a: 1.0, b: -1.0}, "seed", credit, meaning=meaning)
+              for name, a, b, credit, meaning in SEED_DEFINITIONS]
     if "best_mix" in specs:
-        wanted.append(ContrastDef("best_mix - full", {"best_mix": 1.0, "full": -1.0}, "best_mix", "best_mix"))
+        wanted.append(ContrastDef("best_mix - full", {"best_mix": 1.0, "full": -1.0}, "best_mix", "best_mix",
+                                  meaning="the loss weights the search chose, minus BERT's MLM + NSP"))
     out = []
     for d in wanted:
         missing = [v for v in d.weights if v not in specs]
@@ -199,8 +228,10 @@ def derive_contrasts(specs: dict[str, VariantSpec], objectives: tuple[str, ...],
     ``pair_level``: objectives of a pair head (``pair_level_objectives``); X instead of Y swaps only
     objectives of the same kind."""
     blocked: dict[str, list[str]] = {}
-    defs = ([ContrastDef(f"{v} - none", {v: 1.0, NONE: -1.0}, "vs_none") for v in specs if v != NONE]
-            if NONE in specs else [])
+    defs = ([ContrastDef(f"{v} - none", {v: 1.0, NONE: -1.0}, "vs_none",
+                         meaning=f"what pretraining {v} ({_objectives_text(specs[v], objectives)}) adds over random "
+                                 "weights, fine-tuned and probed the same way")
+             for v in specs if v != NONE] if NONE in specs else [])
     if NONE not in specs:
         blocked["'none'"] = ["every variant - none"]
     defs += _named(specs, blocked)

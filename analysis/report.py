@@ -35,7 +35,7 @@ import pandas as pd
 
 from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
 from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
-from analysis.contrasts import FAMILIES
+from analysis.contrasts import FAMILIES, primary_name
 from analysis.export import load_export
 from analysis.formats import input_format_section
 from analysis.headline import effect_text, families, family_size, headline, resolved
@@ -46,10 +46,10 @@ from analysis.summary import WIDTH as SUMMARY_WIDTH, run_summary
 
 log = logging.getLogger(__name__)
 TERMINAL_WIDTH = 160  # the sweep's terminal output: no line longer (long sentences are wrapped)
-FAMILY_TITLES = {"vs_none": "Every variant minus none", "seed": "The seed's definitions",
+FAMILY_TITLES = {"vs_none": "Every variant minus none", "seed": "The two named contributions (full minus one objective)",
                  "loss": "Loss effects (same inputs, one loss switched on)",
                  "format": "Input-format effects (same losses)", "swap": "One objective instead of another",
-                 "factorial": "2x2 factorials with inputs held fixed (main effects = Shapley shares)",
+                 "factorial": "2x2 factorials with inputs held fixed (each objective's share, interaction)",
                  "best_mix": "The searched mix"}
 
 
@@ -164,6 +164,21 @@ def _contrast_sections(c: Contributions) -> list[str]:
     return out
 
 
+def _glossary(c: Contributions) -> list[str]:
+    """What each contrast in the tables measures, once, with the primary question's plain name."""
+    seen: dict[str, str] = {}
+    for e in c.contrasts:
+        d = e.contrast
+        if d.name not in seen and d.meaning:
+            plain = primary_name(d)
+            seen[d.name] = f"- **{d.name}**: {d.meaning}" + (f". The primary question's \"{plain}\"" if plain else "")
+    if not seen:
+        return []
+    return (["## What each contrast measures", "", "A contrast is a difference of mean scores between variants "
+             "that share everything but the named part (same architecture, initial weights, batches, steps and "
+             "fine-tuning); positive means the first variant scores higher.", ""] + list(seen.values()) + [""])
+
+
 def _decompositions(c: Contributions) -> list[str]:
     cell = {(e.task, e.contrast.name): e for e in c.contrasts}
     lines = []
@@ -240,7 +255,7 @@ def _markdown(r: Report) -> list[str]:
     if not c.tasks:
         return out + ["No completed measure runs with evaluations: nothing to estimate."]
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
-    out += _contrast_sections(c) + _power_section(c) + _decompositions(c) + _compute_section(c)
+    out += _contrast_sections(c) + _glossary(c) + _power_section(c) + _decompositions(c) + _compute_section(c)
     out += _setup_section(r.export_dir)
     if c.flags:
         out += ["## Flags", ""] + [f"- {f.variant}{' on ' + f.task if f.task else ''}: {f.reason}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.contributions import Contributions
+from analysis.contrasts import primary_name
 from analysis.headline import WORD_FREQUENCY_STAGE, resolved
 
 NSP_CHANCE_MARGIN = 0.05  # NSP's held-out accuracy must clear chance (0.5) by this much for its head to count as trained
@@ -93,6 +94,12 @@ def sanity(c: Contributions) -> tuple[str, dict[str, bool | None]]:
     return _line("Sanity", "; ".join(parts)), facts
 
 
+def _reading(task: str) -> str:
+    """'average (probe, 100 labels)' -> 'probe, 100 labels'; 'average (finetune)' -> 'fine-tuned'; else the task."""
+    inner = task[len("average ("):-1] if task.startswith("average (") else task
+    return {"finetune": "fine-tuned"}.get(inner, inner)
+
+
 def answer(c: Contributions) -> str:
     prim = [e for e in c.contrasts if e.holm_family == "primary" and np.isfinite(e.interval.estimate)]
     if not prim:
@@ -101,9 +108,16 @@ def answer(c: Contributions) -> str:
     shown = [e for e in prim if e.task.startswith("average")] or prim
     n_pos = sum(resolved(e) and e.interval.estimate > 0 for e in prim)
     n_neg = sum(resolved(e) and e.interval.estimate < 0 for e in prim)
-    items = "; ".join(f"{e.contrast.name.split(' (')[0]} on {e.task}: {_fmt(e)}"
-                      f"{' resolved' if resolved(e) else ''}" for e in shown)
-    return _line("Answer", f"{items}. Over all {len(prim)} primary cells: {n_pos} resolved positive, "
+    groups: dict[str, list] = {}
+    for e in shown:
+        groups.setdefault(e.contrast.name, []).append(e)
+    items = []
+    for name, es in groups.items():
+        cells = ", ".join(f"{_reading(e.task)} {_fmt(e)}{' resolved' if resolved(e) else ''}" for e in es)
+        d = es[0].contrast
+        formula = " - ".join(v for sign in (1, -1) for v, w in d.weights.items() if w * sign > 0)
+        items.append(f"{primary_name(d) or name} ({formula}), on the average: {cells}")
+    return _line("Answer", f"{'; '.join(items)}. Over all {len(prim)} primary cells: {n_pos} resolved positive, "
                            f"{n_neg} negative")
 
 

@@ -36,7 +36,7 @@ def test_known_values_give_the_known_estimates(seed_export):
         assert (loss, fmt) == pytest.approx((0.05, 0.05)) and nsp.interval.estimate == pytest.approx(loss + fmt)
         assert [n for _, n in nsp.contrast.parts] == ["NSP loss effect with MLM (full - mlm_pairs)",
                                                       "input-format effect (mlm_pairs - mlm_only)"]
-        shap = [_contrast(c, t, f"{o} main effect = Shapley share (MLM x NSP, nsp_pairs)").interval.estimate
+        shap = [_contrast(c, t, f"{o}'s share (MLM x NSP, nsp_pairs)").interval.estimate
                 for o in ("MLM", "NSP")]
         assert shap == pytest.approx([0.225, 0.075])  # inputs held fixed: mlm_pairs, not mlm_only
         assert sum(shap) == pytest.approx(_contrast(c, t, "full - none").interval.estimate)

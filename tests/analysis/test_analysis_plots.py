@@ -26,7 +26,7 @@ def contributions(n_contrasts: int, n_tasks: int, rng: np.random.Generator, n_se
     third of the cells resolved (p_adjusted 0.001, the interval away from 0), the rest inconclusive."""
     tasks = tuple(f"headline_match_{i} (probe)" for i in range(n_tasks)) + ("average (finetune)",)
     variants = ("full", "mlm_only", "none")
-    defs = [ContrastDef(f"NSP main effect = Shapley share (MLM x NSP, pairs_{k})",  # the longest kind of name
+    defs = [ContrastDef(f"NSP's share (MLM x NSP, sentence_pairs_{k})",  # the longest kind of name
                         {"full": 1.0, "none": -1.0}, FAMILIES[k * len(FAMILIES) // n_contrasts])
             for k in range(n_contrasts)]
     cells = []

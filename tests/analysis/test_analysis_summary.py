@@ -74,7 +74,10 @@ def test_sanity_counts_fine_tunings_that_predicted_one_label_and_next_asks_for_a
 def test_answer_and_detects_read_the_primary_family(tmp_path):
     root = write_export(tmp_path / "e", SEED_MEANS)
     s = _summary(root, runs={"mlm_acc": 0.2})
-    assert "mlm_only - none on average (finetune): +0.200 [" in s["answer"] and "6 resolved positive" in s["answer"]
+    assert "MLM's effect over none (mlm_only - none), on the average: fine-tuned +0.200 [" in s["answer"]
+    assert "6 resolved positive" in s["answer"]
+    # NSP's loss effect is named in words too: full 0.7 vs mlm_pairs SEED_MEANS
+    assert "NSP's loss effect (full - mlm_pairs), on the average: fine-tuned" in s["answer"]
     assert "a primary effect of about 0.0" in s["detects"]
     noisy = write_export(tmp_path / "noisy", {"full": 0.6, "mlm_only": 0.6, "mlm_pairs": 0.6, "none": 0.6},
                          variant_jitter={"mlm_only": (-0.4, 0.0, 0.4), "full": (0.4, -0.4, 0.0)}, n_examples=40)
