@@ -113,10 +113,12 @@ def answer(c: Contributions) -> str:
         groups.setdefault(e.contrast.name, []).append(e)
     items = []
     for name, es in groups.items():
-        cells = ", ".join(f"{_reading(e.task)} {_fmt(e)}{' resolved' if resolved(e) else ''}" for e in es)
+        averages = all(e.task.startswith("average") for e in es)
+        cells = ", ".join(f"{_reading(e.task) if averages else 'on ' + e.task} {_fmt(e)}"
+                          f"{' resolved' if resolved(e) else ''}" for e in es)
         d = es[0].contrast
         formula = " - ".join(v for sign in (1, -1) for v, w in d.weights.items() if w * sign > 0)
-        items.append(f"{primary_name(d) or name} ({formula}), on the average: {cells}")
+        items.append(f"{primary_name(d) or name} ({formula}){', on the average:' if averages else ':'} {cells}")
     return _line("Answer", f"{'; '.join(items)}. Over all {len(prim)} primary cells: {n_pos} resolved positive, "
                            f"{n_neg} negative")
 

@@ -64,7 +64,7 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--name", help="experiment name (default: SCRIPT-PRESET-TIMESTAMP)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep of the same --name")
     p.add_argument("--quiet", action="store_true", help="only the final table")
-    p.add_argument("--verbose", action="store_true", help="one line per trial event instead of the live status")
+    p.add_argument("--verbose", action="store_true", help="every trial event and every library's log line on the terminal (all are in <run>/run.log)")
     p.add_argument("--plan", action="store_true", help="print what the sweep will cost (runs, tokens, FLOPs, wall "
                                                        "time per phase) and exit without training")
     p.add_argument("--hardware", default="this", help="for --plan and the report's plan: this (time a few steps "

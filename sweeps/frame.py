@@ -18,7 +18,7 @@ from typing import Callable
 from sweeps.cli import base_config, build_parser, experiment_root, sweep_defaults
 from sweeps.export import export
 from sweeps.progress import Progress
-from sweeps.runner import configure_logging, init_ray, mps_advice
+from sweeps.runner import configure_logging, init_ray, log_to_file, mps_advice
 from trainables.config import ConfigError, ExperimentConfig
 from trainables.data.text import CorpusError
 
@@ -161,7 +161,7 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     t0 = time.time()
     try:
         args = sweep.parse(sweep, argv)
-        configure_logging(args.quiet)
+        configure_logging(args.quiet, args.verbose)
         root = experiment_root(args, sweep.script)
         cfg = with_shared_data(sweep.configure(args), root)
         from trainables.tasks import resolve_tasks
@@ -170,15 +170,22 @@ def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         if args.plan:
             print(sweep_plan(sweep, ctx).format())
             return 0
-        print(f"{sweep.announce(ctx)}\nresults: {root}\nTensorBoard: tensorboard --logdir {root}", flush=True)
+        log_file = log_to_file(root)
+        print(f"{sweep.announce(ctx)}\nresults: {root}" + (f" (log: {log_file})" if log_file else "")
+              + f"\nTensorBoard: tensorboard --logdir {root}", flush=True)
         plan = sweep_plan(sweep, ctx) if sweep.measured and (args.hardware != "this" or not args.gpus_per_trial) else None
         if plan is not None:
             ctx.progress.planned.update({p.name: p.wall_s for p in plan.phases})
         mps_advice(args, cfg)
         init_ray(args)
         t_prep = time.time()
+        if not args.quiet:
+            print(f"data: preparing the {cfg.data.corpus} corpus and {len(ctx.tasks)} task(s) (once per corpus)",
+                  flush=True)
         prepare_data(cfg, ctx.tasks, root=root)
         ctx.progress.times["prepare"] = [t_prep, time.time()]
+        if not args.quiet:
+            print(f"data: ready in {time.time() - t_prep:.0f} s", flush=True)
         export_dir = export(root, *sweep.run(ctx))
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -244,7 +244,9 @@ def run_check(ctx: Context) -> dict:
                                                     Progress(ctx.args.quiet, ctx.args.verbose, prefix="check/"))
     export(root, None, measure, finetune)
     text = _write_check(build_report(f"{root}/export"), root)
-    print(text + "\n", flush=True)
+    if not ctx.args.quiet:  # the verdict; the table of effects and the cue checks are in the file
+        shown = text if ctx.args.verbose else f"{text.split(chr(10))[0]}\ndetails: {root}/report/{CHECK_MD}"
+        print(shown + "\n", flush=True)
     ctx.progress.times["check"] = [t0, time.time()]
     return json.loads((Path(root) / "report" / CHECK_JSON).read_text())
 

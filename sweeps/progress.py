@@ -2,16 +2,23 @@
 
 On a terminal each phase is one tqdm bar -- trials finished out of the phase's total, with running /
 stopped / failed counts and an ETA from the plan (``sweeps.plan``) until trials have finished, then
-from their pace. ``--verbose`` (or output that is not a terminal) prints one line per trial event
-instead. Phase start and end times are kept for the report's planned-versus-actual table.
+from their pace. Where the output is not a terminal (a log file, CI), a phase is a line when it starts,
+one per trial that ends (with its last metrics) and a line when it ends. ``--verbose`` prints one line
+per trial event instead (started, every result, ended). Phase start and end times are kept for the
+report's planned-versus-actual table.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
 from ray import tune
+
+# Every trial event, whatever the terminal shows, goes to the run's log file (sweeps.runner.log_to_file); the
+# terminal handler leaves these records out, since the terminal has its own bar or lines.
+log = logging.getLogger("sweeps.progress")
 
 
 class Progress(tune.Callback):
@@ -20,7 +27,7 @@ class Progress(tune.Callback):
     def __init__(self, quiet: bool = False, verbose: bool = False, out=None, planned: dict[str, float] | None = None,
                  prefix: str = ""):
         """``prefix``: shown before each phase's name (the main job's instrument check: ``check/measure``)."""
-        self.quiet, self.out, self.phase, self.prefix = quiet, out or sys.stdout, "", prefix
+        self.quiet, self.verbose, self.out, self.phase, self.prefix = quiet, verbose, out or sys.stdout, "", prefix
         self.live = not verbose and not quiet and getattr(self.out, "isatty", lambda: False)()
         self.planned = dict(planned or {})  # phase -> planned seconds
         self.counts: dict[str, dict[str, int]] = {}
@@ -45,6 +52,9 @@ class Progress(tune.Callback):
         self.phase, self.totals[phase] = phase, total
         self.times[phase] = [time.time(), float("nan")]
         self._c()
+        if not self.live and not self.verbose:
+            planned = self.planned.get(phase)
+            self._say(f"{total} trial(s)" + (f", planned {planned / 60:.1f} min" if planned else ""))
         if self.live:
             from tqdm import tqdm
 
@@ -53,7 +63,12 @@ class Progress(tune.Callback):
             self._refresh()
 
     def end(self, phase: str) -> None:
-        self.times.setdefault(phase, [time.time(), float("nan")])[1] = time.time()
+        t = self.times.setdefault(phase, [time.time(), float("nan")])
+        t[1] = time.time()
+        if not self.live and not self.verbose:
+            c = self.counts.get(phase, {})
+            self._say(f"done in {(t[1] - t[0]) / 60:.1f} min: {c.get('finished', 0)} finished, "
+                      f"{c.get('stopped', 0)} stopped, {c.get('failed', 0)} failed")
         if self._bar is not None:
             self._refresh()
             self._bar.close()
@@ -87,13 +102,27 @@ class Progress(tune.Callback):
             self._bar.n = c["finished"] + c["stopped"] + c["failed"]
             self._bar.set_postfix_str(self.status(), refresh=True)
 
-    def _line(self, text: str) -> None:
+    def _say(self, text: str) -> None:
+        log.info("%s %s", self.prefix + self.phase, text)
+        if not self.quiet:
+            print(f"[{time.strftime('%H:%M:%S')}] {self.prefix + self.phase:8s} {text}", file=self.out, flush=True)
+
+    def _line(self, text: str, ended: bool = False) -> None:
+        """A trial event: the live bar redrawn on a terminal; a line in a log (only the trial's end, unless
+        verbose)."""
+        log.info("%s %s | %s", self.prefix + self.phase, self.status(), text)
         if self.quiet:
             return
         if self.live:
             self._refresh()
             return
-        print(f"[{time.strftime('%H:%M:%S')}] {self.prefix + self.phase:8s} {self.status()} | {text}", file=self.out, flush=True)
+        if self.verbose or ended:
+            print(f"[{time.strftime('%H:%M:%S')}] {self.prefix + self.phase:8s} {self.status()} | {text}",
+                  file=self.out, flush=True)
+
+    def _metrics(self, result: dict) -> str:
+        shown = {k: result[k] for k in ("step", "probe_score", "eval/mlm_acc", "mean_primary") if k in result}
+        return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
 
     # ---- Tune events
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -106,8 +135,7 @@ class Progress(tune.Callback):
         if now - self._last.get(trial.trial_id, 0) < 10 and not result.get("final"):
             return
         self._last[trial.trial_id] = now
-        shown = {k: result[k] for k in ("step", "probe_score", "eval/mlm_acc", "mean_primary") if k in result}
-        self._line(f"{trial} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+        self._line(f"{trial} {self._metrics(result)}")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         c = self._c()
@@ -115,20 +143,20 @@ class Progress(tune.Callback):
         last = self._results.get(trial.trial_id, {})
         if last.get("failed"):
             c["failed"] += 1
-            self._line(f"{trial} FAILED: {last.get('stop_reason', '')}")
+            self._line(f"{trial} FAILED: {last.get('stop_reason', '')}", ended=True)
         elif last.get("final"):
             c["finished"] += 1
-            self._line(f"{trial} finished")
+            self._line(f"{trial} finished {self._metrics(last)}".rstrip(), ended=True)
         else:
             c["stopped"] += 1
-            self._line(f"{trial} stopped early by ASHA at step {int(last.get('step', 0))}")
+            self._line(f"{trial} stopped early by ASHA at step {int(last.get('step', 0))}", ended=True)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self._c()["running"] -= 1  # on_trial_start counts it again when it restarts
-        self._line(f"{trial} lost its worker; retried from its last checkpoint")
+        self._line(f"{trial} lost its worker; retried from its last checkpoint", ended=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         c = self._c()
         c["running"] -= 1
         c["failed"] += 1
-        self._line(f"{trial} FAILED (error; see {trial.local_path})")
+        self._line(f"{trial} FAILED (error; see {trial.local_path})", ended=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 import os
 import shutil
 import subprocess
@@ -153,11 +154,40 @@ def _trial_dirname(trial) -> str:
     return _trial_name(trial)  # TensorBoard shows runs by this name: variant and seed
 
 
-def configure_logging(quiet: bool) -> None:
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(asctime)s %(message)s",
-                        datefmt="%H:%M:%S")
+LOG_FILE = "run.log"  # in the experiment directory: every library's log lines, whatever the terminal shows
+
+
+def configure_logging(quiet: bool, verbose: bool = False) -> None:
+    """The terminal shows warnings and errors (``--verbose``: every INFO line too, ``--quiet``: warnings);
+    ``log_to_file`` adds the run's own file with everything. The data preparation's and the planner's
+    progress lines, Ray's and the libraries' notices are INFO: in the file, off the user's screen."""
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for h in [h for h in root.handlers if getattr(h, "_bert_objectives", False)]:
+        root.removeHandler(h)
+    console = logging.StreamHandler()
+    console.setLevel(logging.INFO if verbose and not quiet else logging.WARNING)
+    console.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    console.addFilter(lambda record: not record.name.startswith("sweeps.progress"))  # shown by Progress itself
+    console._bert_objectives = True
+    root.addHandler(console)
     for noisy in ("ray", "transformers", "datasets", "filelock", "urllib3", "optuna"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        logging.getLogger(noisy).setLevel(logging.WARNING if not verbose else logging.INFO)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def log_to_file(experiment_root: str) -> str | None:
+    """Every INFO line from here on also goes to ``<root>/run.log`` (local roots; a remote root has Ray's own
+    logs on its nodes). Returns the file's path."""
+    if "://" in experiment_root and not experiment_root.startswith("file://"):
+        return None
+    path = Path(experiment_root.removeprefix("file://")) / LOG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+    handler._bert_objectives = True
+    logging.getLogger().addHandler(handler)
+    return str(path)

@@ -34,16 +34,24 @@ def _events(p: Progress) -> None:
     p.end("measure")
 
 
-def test_a_log_file_gets_one_plain_line_per_event_with_the_counts():
+def test_a_log_file_gets_a_line_per_phase_and_per_ended_trial_and_verbose_every_event():
     out = io.StringIO()
-    p = Progress(out=out)
+    p = Progress(out=out, planned={"measure": 600})
     _events(p)
     lines = out.getvalue().splitlines()
-    assert "\r" not in out.getvalue() and len(lines) == 12
-    assert lines[-1].split("] ")[1].startswith("measure  1 running, 1 finished, 1 stopped, 1 failed")
+    # phase start, the four ends (finished, failed, stopped, and the lost worker), phase end; no 'started'
+    assert "\r" not in out.getvalue() and len(lines) == 6 and "started" not in out.getvalue()
+    assert lines[0].split("] ")[1] == "measure  4 trial(s), planned 10.0 min"
+    assert lines[-1].split("] ")[1].startswith("measure  done in 0.0 min: 1 finished, 1 stopped, 1 failed")
+    assert "full-s0 finished step=200\n" in out.getvalue()
     assert "mlm_only-s0 lost its worker; retried from its last checkpoint" in out.getvalue()
     assert "none-s0 FAILED: loss became nan by step 3" in out.getvalue()
     assert p.counts["measure"] == {"running": 1, "finished": 1, "stopped": 1, "failed": 1}
+    verbose = io.StringIO()
+    _events(Progress(out=verbose, verbose=True))
+    every = verbose.getvalue().splitlines()
+    assert len(every) == 12 and "full-s0 started" in verbose.getvalue()
+    assert every[-1].split("] ")[1].startswith("measure  1 running, 1 finished, 1 stopped, 1 failed")
 
 
 def test_a_terminal_gets_one_live_bar_per_phase_and_verbose_gets_the_lines_back():

@@ -304,8 +304,15 @@ def _quiet_ray_data(ctx, interactive: bool | None = None):
     Active & requested resources" block every 10 s and the execution plan at the start; the preparation's own
     lines ("preparing ...", "prepared ...") say what happens. On a terminal its progress bars stay."""
     interactive = sys.stdout.isatty() if interactive is None else interactive
+    # "Dataset ... execution finished in 8.21 seconds": Ray Data's own handler prints it even on a terminal;
+    # the preparation's "prepared ..." line (in the run's log) says the same
+    done = logging.getLogger("ray.data._internal.execution.streaming_executor")
+    done_level, _ = done.level, done.setLevel(logging.WARNING)
     if interactive:
-        yield
+        try:
+            yield
+        finally:
+            done.setLevel(done_level)
         return
     saved = ctx.enable_progress_bars, ctx.print_on_execution_start
     ctx.enable_progress_bars, ctx.print_on_execution_start = False, False
@@ -317,6 +324,7 @@ def _quiet_ray_data(ctx, interactive: bool | None = None):
     finally:
         ctx.enable_progress_bars, ctx.print_on_execution_start = saved
         said.setLevel(level)
+        done.setLevel(done_level)
 
 
 @contextlib.contextmanager
