@@ -137,7 +137,7 @@ def detects(c: Contributions) -> str:
 
 def next_step(c: Contributions, facts: dict[str, bool | None]) -> str:
     if facts.get("mlm_past_frequencies") is False:
-        longer = ("python sweeps/objective_weights.py --preset cpu-long (about 50 minutes on two cores)"
+        longer = ("python sweeps/objective_weights.py --preset cpu-long (about an hour on two cores)"
                   if c.preset in ("", "smoke", "cpu-small") else "a longer pretraining budget (--set optim.max_steps=...)")
         return _line("Next", f"train longer: {longer}; more seeds cannot help while the encoders hold only word "
                              "frequencies")

@@ -21,7 +21,8 @@ PRESET_DEFAULTS: dict[str, dict] = {
     # the probe beside fine-tuning where it is a small part of the job: at laptop budgets it reads an encoder before
     # fine-tuning can (it saw MLM on topic at ~6 M tokens, fine-tuning did not)
     "cpu-small": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),
-    "cpu-long": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),
+    # six seeds of one comparison, not three of two: three left MLM's probe effect borderline (docs/presets.md)
+    "cpu-long": dict(seeds=6, finetune_seeds=1, modes=("finetune", "probe")),
     "known-answer": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),  # sweeps/known_answer.py: its gate ~5 minutes on 2 cores (--all-effects ~20)
     "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
     "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4),
