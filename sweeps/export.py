@@ -230,13 +230,16 @@ def export_from_experiment(root: str) -> str:
     return export(root, grids["search"], grids["measure"], grids["finetune"])
 
 def main(argv: list[str] | None = None) -> int:
-    from sweeps.runner import configure_logging
+    from sweeps.runner import configure_logging, reset_logging
 
     p = argparse.ArgumentParser(prog="python -m sweeps.export", description=__doc__.splitlines()[0])
     p.add_argument("root", help="the experiment directory, <storage>/<name>")
     args = p.parse_args(argv)
     configure_logging(False)
-    print(export_from_experiment(args.root if "://" in args.root else str(Path(args.root).resolve())))
+    try:
+        print(export_from_experiment(args.root if "://" in args.root else str(Path(args.root).resolve())))
+    finally:
+        reset_logging()
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 from sweeps.cli import base_config, build_parser, experiment_root, sweep_defaults
 from sweeps.export import export
 from sweeps.progress import Progress
-from sweeps.runner import configure_logging, init_ray, log_to_file, mps_advice
+from sweeps.runner import configure_logging, init_ray, log_to_file, mps_advice, reset_logging
 from trainables.config import ConfigError, ExperimentConfig
 from trainables.data.text import CorpusError
 
@@ -158,6 +158,13 @@ INTERRUPTED = 130  # the exit status of an interrupted sweep (128 + SIGINT), as 
 def sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     """Parse, validate, announce, prepare the data, start Ray, run the phases, export and report.
     Bad input anywhere before the trials start is one line on stderr and exit status 2."""
+    try:
+        return _sweep_main(sweep, argv)
+    finally:
+        reset_logging()
+
+
+def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     t0 = time.time()
     try:
         args = sweep.parse(sweep, argv)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from ray import tune
@@ -154,6 +154,22 @@ def _trial_dirname(trial) -> str:
     return _trial_name(trial)  # TensorBoard shows runs by this name: variant and seed
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes, not the stream it was made with: a sweep run
+    inside a notebook or a test whose captured stream is closed later must not break every later log line."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 LOG_FILE = "run.log"  # in the experiment directory: every library's log lines, whatever the terminal shows
 
 
@@ -161,11 +177,10 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
     """The terminal shows warnings and errors (``--verbose``: every INFO line too, ``--quiet``: warnings);
     ``log_to_file`` adds the run's own file with everything. The data preparation's and the planner's
     progress lines, Ray's and the libraries' notices are INFO: in the file, off the user's screen."""
+    reset_logging()
     root = logging.getLogger()
     root.setLevel(logging.INFO)
-    for h in [h for h in root.handlers if getattr(h, "_bert_objectives", False)]:
-        root.removeHandler(h)
-    console = logging.StreamHandler()
+    console = _StderrHandler()
     console.setLevel(logging.INFO if verbose and not quiet else logging.WARNING)
     console.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
     console.addFilter(lambda record: not record.name.startswith("sweeps.progress"))  # shown by Progress itself
@@ -176,6 +191,14 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def reset_logging() -> None:
+    """Take this module's handlers off the root logger again (a sweep run from a notebook or a test ends clean)."""
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if getattr(h, "_bert_objectives", False)]:
+        root.removeHandler(h)
+        h.close()
 
 
 def log_to_file(experiment_root: str) -> str | None:

@@ -58,3 +58,17 @@ def test_every_trial_event_is_in_the_file_once_and_not_twice_on_the_terminal(tmp
     text = (tmp_path / LOG_FILE).read_text()
     assert "full-s0 started" in text and "measure done in" in text  # the file has every event
     assert "full-s0 started" not in out.getvalue() + capsys.readouterr().err
+
+
+def test_the_terminal_handler_follows_stderr_when_the_stream_it_started_with_is_closed(monkeypatch):
+    """A sweep run inside a test or a notebook cell: its captured stderr is closed afterwards; later log lines go to
+    the stderr of the moment, with no 'Logging error' traceback."""
+    import io
+
+    first, later = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    configure_logging(quiet=False)
+    first.close()
+    monkeypatch.setattr("sys.stderr", later)
+    logging.getLogger("sweeps").warning("still shown")
+    assert later.getvalue().rstrip().endswith("still shown") and "Logging error" not in later.getvalue()
