@@ -188,6 +188,9 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
     root.addHandler(console)
     for noisy in ("ray", "transformers", "datasets", "filelock", "urllib3", "optuna"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not verbose else logging.INFO)
+    # Tune's "The `choose_trial_to_run` operation took 0.775 s, which may be a performance bottleneck": its own
+    # loop timed while the trials hold every core, as they should; Ray prints it through its own handler
+    logging.getLogger("ray.tune.utils.util").setLevel(logging.INFO if verbose else logging.ERROR)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
