@@ -150,6 +150,7 @@ def merge_exports(export_dirs: list[str | Path], out_dir: str | Path) -> Path:
         raise ExportError(f"merging needs at least two exports; got {len(export_dirs)}")
     parts = [_read_raw(d) for d in export_dirs]
     first, first_design = str(export_dirs[0]), _design(parts[0]["runs"])
+    ref_sizes = parts[0]["evals"].groupby(["task", "mode"])["n_examples"].max()
     seen: dict[tuple, str] = {}
     for d, part in zip(export_dirs, parts):
         for _, r in part["runs"].iterrows():
@@ -168,7 +169,6 @@ def merge_exports(export_dirs: list[str | Path], out_dir: str | Path) -> Path:
                 raise ExportError(f"variant {variant!r} differs between {first} and {d}: {k} "
                                   f"{ref.get(k)!r} vs {design.get(k)!r}; only runs of one design can be pooled")
         sizes = part["evals"].groupby(["task", "mode"])["n_examples"].max()
-        ref_sizes = parts[0]["evals"].groupby(["task", "mode"])["n_examples"].max()
         for key in sizes.index.intersection(ref_sizes.index):
             if sizes[key] != ref_sizes[key]:
                 raise ExportError(f"task {key[0]!r} ({key[1]}) has {sizes[key]} test examples in {d} and "

@@ -298,33 +298,36 @@ def _run_units(todo: list[Unit], dir_uri: str, tok_json: str, vocab_size: int, t
 
 
 @contextlib.contextmanager
+def _logger_level(name: str, level: int):
+    """``logging.getLogger(name)`` at ``level`` for the duration, then back to its own level."""
+    logger = logging.getLogger(name)
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
+
+
+@contextlib.contextmanager
 def _quiet_ray_data(ctx, interactive: bool | None = None):
     """Ray Data's progress reports off while ``ctx`` (a ``ray.data.DataContext``) runs, unless stdout is a
     terminal. Where it is not (a log file, a CI job), Ray Data logs a "Running Dataset ... Total Progress ...
     Active & requested resources" block every 10 s and the execution plan at the start; the preparation's own
     lines ("preparing ...", "prepared ...") say what happens. On a terminal its progress bars stay."""
     interactive = sys.stdout.isatty() if interactive is None else interactive
-    # "Dataset ... execution finished in 8.21 seconds": Ray Data's own handler prints it even on a terminal;
-    # the preparation's "prepared ..." line (in the run's log) says the same
-    done = logging.getLogger("ray.data._internal.execution.streaming_executor")
-    done_level, _ = done.level, done.setLevel(logging.WARNING)
-    if interactive:
-        try:
-            yield
-        finally:
-            done.setLevel(done_level)
-        return
-    saved = ctx.enable_progress_bars, ctx.print_on_execution_start
-    ctx.enable_progress_bars, ctx.print_on_execution_start = False, False
-    # and not its "Progress bars disabled. To enable, set ..." warning: they were turned off on purpose
-    said = logging.getLogger("ray.data._internal.progress")
-    level, _ = said.level, said.setLevel(logging.ERROR)
-    try:
+    with contextlib.ExitStack() as stack:
+        # "Dataset ... execution finished in 8.21 seconds": Ray Data's own handler prints it even on a terminal;
+        # the preparation's "prepared ..." line (in the run's log) says the same
+        stack.enter_context(_logger_level("ray.data._internal.execution.streaming_executor", logging.WARNING))
+        if not interactive:
+            saved = ctx.enable_progress_bars, ctx.print_on_execution_start
+            ctx.enable_progress_bars, ctx.print_on_execution_start = False, False
+            stack.callback(lambda: setattr(ctx, "enable_progress_bars", saved[0]))
+            stack.callback(lambda: setattr(ctx, "print_on_execution_start", saved[1]))
+            # and not its "Progress bars disabled. To enable, set ..." warning: they were turned off on purpose
+            stack.enter_context(_logger_level("ray.data._internal.progress", logging.ERROR))
         yield
-    finally:
-        ctx.enable_progress_bars, ctx.print_on_execution_start = saved
-        said.setLevel(level)
-        done.setLevel(done_level)
 
 
 @contextlib.contextmanager
