@@ -38,19 +38,21 @@ def families(c: Contributions) -> str:
             f"effect: {prim} cells; the other contrasts: {sec} cells)")
 
 
-def _primary(c: Contributions, check: dict | None = None) -> str:
+def _primary(c: Contributions, check=None) -> str:
     """The answer to the question the tool exists for: each primary contrast on each average row (or on every
     task row when there is no average), resolved or not, adjusted within its own family."""
     prim = [e for e in c.contrasts if e.holm_family == "primary" and np.isfinite(e.interval.estimate)]
     if not prim:
         return ""
     shown = [e for e in prim if e.task.startswith("average")] or prim
+    tag = check if callable(check) else _first_mention(check)
     items = "; ".join(f"{e.contrast.name} on {e.task} {e.interval.estimate:+.3f} [{e.interval.lo:+.3f}, "
-                      f"{e.interval.hi:+.3f}] {'resolved' if resolved(e) else 'not resolved'}{vouched(check, e)}"
+                      f"{e.interval.hi:+.3f}] {'resolved' if resolved(e) else 'not resolved'}{tag(e)}"
                       for e in shown)
-    n_done = sum(resolved(e) for e in prim)
-    return (f"The primary question (MLM's effect over none, NSP's loss effect; declared before the run): {items}; "
-            f"{n_done} of {len(prim)} primary cells resolved over all task rows.")
+    pos = sum(resolved(e) and e.interval.estimate > 0 for e in prim)
+    neg = sum(resolved(e) and e.interval.estimate < 0 for e in prim)
+    return (f"The primary question (MLM's effect over none, NSP's loss effect; declared before the run): {items}. "
+            f"Over all {len(prim)} primary cells (every task row): {pos} resolved positive, {neg} negative.")
 
 
 # Held-out MLM accuracy below which an encoder has learned little beyond word frequencies: on the built-in corpus
@@ -84,13 +86,21 @@ def _budget(c: Contributions) -> str:
     each = f" for {' ('.join(cost)}{')' if len(cost) > 1 else ''} each" if cost else ""
     n_var = sum(v != "none" for v in c.variants)
     equal = {"steps": "equal steps", "tokens": "equal tokens", "flops": "equal training FLOPs"}.get(b.kind, b.kind)
-    text = (f"This run pretrained {n_var} variant(s){each} at {equal}, with {b.pretrain_seeds} pretraining seed(s) x "
-            f"{b.finetune_seeds} fine-tuning seed(s), and compared them with no pretraining (none) on "
-            f"{len(c.tasks)} task row(s).")
+    n_tasks = len({t.split(" (")[0] for t in c.tasks if not t.startswith("average")})
+    rows = (f"{count(n_tasks, 'task')}" + (f" ({len(c.tasks)} rows with each reading and the averages)"
+                                             if len(c.tasks) != n_tasks else ""))
+    text = (f"This run pretrained {count(n_var, 'variant')}{each} at {equal}, with "
+            f"{count(b.pretrain_seeds, 'pretraining seed')} x {count(b.finetune_seeds, 'fine-tuning seed')}, and "
+            f"compared {'them' if n_var > 1 else 'it'} with no pretraining (none) on {rows}.")
     spread = compute_spread(b.flops)
     if spread:
         text += f" Their compute differs ({spread}): see gains per unit of compute."
     return text
+
+
+def count(n: int, noun: str) -> str:
+    """'1 variant', '3 variants'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def compute_spread(flops: dict[str, float], tolerance: float = 0.05) -> str:
@@ -121,15 +131,29 @@ def vouched(check: dict | None, e: ContrastEstimate) -> str:
     return f" (instrument check: {verdict}{where})"
 
 
-def _said(c: Contributions, done: list[ContrastEstimate], check: dict | None = None) -> str:
+def _first_mention(check: dict | None):
+    """``vouched`` for the first sentence that quotes a contrast, '' after it: the check's verdict is about the
+    contrast, not the task row, so it is said once per contrast."""
+    seen: set[str] = set()
+
+    def tag(e: ContrastEstimate) -> str:
+        if e.contrast.name in seen:
+            return ""
+        seen.add(e.contrast.name)
+        return vouched(check, e)
+    return tag
+
+
+def _said(c: Contributions, done: list[ContrastEstimate], check=None) -> str:
     m = len(c.contrasts)
     family = families(c)
     if not done:
         return (f"None of the {m} contrasts resolves after {family}: the run cannot say whether any objective "
                 "helps or hurts.")
     top = sorted(done, key=lambda e: -abs(e.interval.estimate))[:3]
+    tag = check if callable(check) else _first_mention(check)
     items = "; ".join(f"{e.contrast.name} on {e.task} {e.interval.estimate:+.3f} "
-                      f"[{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]{vouched(check, e)}" for e in top)
+                      f"[{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]{tag(e)}" for e in top)
     return f"After {family}, {len(done)} of {m} contrasts are resolved, largest: {items}."
 
 
@@ -178,27 +202,28 @@ def _not_said(c: Contributions, done: list[ContrastEstimate]) -> list[str]:
         out += [s for s in (_power_sentence(c, done),) if s]
     if any(not e.interval.reliable for e in c.contrasts):
         out.append(f"Intervals from fewer than 3 pretraining seeds are not reliable; "
-                   f"{c.budget.pretrain_seeds if c.budget else 'too few'} seed(s) ran.")
+                   f"{count(c.budget.pretrain_seeds, 'seed') if c.budget else 'too few seeds'} ran.")
     if c.not_learned:
-        out.append(f"{len(c.not_learned)} task(s) were not learned at this budget ({', '.join(c.not_learned)}): no "
+        out.append(f"{count(len(c.not_learned), 'task')} {'was' if len(c.not_learned) == 1 else 'were'} not learned at this budget ({', '.join(c.not_learned)}): no "
                    "variant, none included, beat the chance baseline on dev, so they say nothing about the objectives.")
     return out
 
 
-def _what_would(c: Contributions, check: dict | None = None) -> str:
+def _what_would(c: Contributions, check=None) -> str:
     open_ = [e for e in c.contrasts if not resolved(e) and e.power is not None and e.contrast.family != "vs_none"]
     if not open_:
         return ""
     e = max(open_, key=lambda e: abs(e.interval.estimate))
     p = e.power
+    tag = check if callable(check) else _first_mention(check)
     if p.seeds_needed is not None:
         lo, hi = p.seeds_range
         span = f"{lo if lo is not None else '?'}-{hi if hi is not None else f'>{MAX_SEEDS}'}"
         return (f"Resolving the largest open difference, {e.contrast.name} on {e.task} "
-                f"({e.interval.estimate:+.3f}){vouched(check, e)}, would take ~{p.seeds_needed} pretraining seeds at the Holm level "
+                f"({e.interval.estimate:+.3f}){tag(e)}, would take ~{p.seeds_needed} pretraining seeds at the Holm level "
                 f"(post hoc, taking the estimate as the truth; {span} within the seed variance's uncertainty).")
     return (f"The largest open difference, {e.contrast.name} on {e.task} ({e.interval.estimate:+.3f})"
-            f"{vouched(check, e)}: {p.verdict}.")
+            f"{tag(e)}: {p.verdict}.")
 
 
 def headline(c: Contributions, check: dict | None = None) -> list[str]:
@@ -208,8 +233,9 @@ def headline(c: Contributions, check: dict | None = None) -> list[str]:
         return ["No completed measure runs with evaluations: this export can say nothing yet."]
     done = [e for e in c.contrasts if resolved(e)]
     collapsed = sorted({f.variant for f in c.flags if not f.task})
-    out = [s for s in (_budget(c), _stage(c), _primary(c, check), _said(c, done, check)) if s] + _not_said(c, done)
+    tag = _first_mention(check)  # the check's verdict once per contrast, at its first quote
+    out = [s for s in (_budget(c), _stage(c), _primary(c, tag), _said(c, done, tag)) if s] + _not_said(c, done)
     if collapsed:
         out.append(f"Collapsed encoders ({', '.join(collapsed)}): contrasts against them are not credited to the "
                    "other objective.")
-    return out + [s for s in (_what_would(c, check),) if s]
+    return out + [s for s in (_what_would(c, tag),) if s]

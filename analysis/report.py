@@ -38,7 +38,7 @@ from analysis.contributions import ContrastEstimate, Contributions, estimate_con
 from analysis.contrasts import FAMILIES, primary_name
 from analysis.export import load_export
 from analysis.formats import input_format_section
-from analysis.headline import effect_text, families, family_size, headline, resolved
+from analysis.headline import count, effect_text, families, family_size, headline, resolved
 from analysis.inference import called
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
@@ -69,7 +69,7 @@ def verdict(iv: Interval, p_adjusted: float) -> str:
     """Plain words for one difference: a finding only when ``analysis.inference.called`` (reliable,
     excluding 0, family-adjusted p < 0.05); never on the raw p."""
     if not iv.reliable:
-        return f"unreliable: {iv.n_seeds} pretraining seed(s), at least {MIN_RELIABLE_SEEDS} needed"
+        return f"unreliable: {count(iv.n_seeds, 'pretraining seed')}, at least {MIN_RELIABLE_SEEDS} needed"
     if not np.isfinite(iv.lo):
         return "no interval"
     if called(iv, p_adjusted):
@@ -348,7 +348,7 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
         lines += _compact_table(c, width) + [""]
     lines += wrap(f"* resolved ({families(c)}, p < 0.05); ! flagged (collapsed, "
                   f"or worse than none on the task: not credited). Scores per variant, p-values, MDEs, notes and "
-                  f"{len(c.messages)} message(s): contributions.md.")
+                  f"{count(len(c.messages), 'message')}: contributions.md.")
     return "\n".join(lines)
 
 

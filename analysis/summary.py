@@ -19,7 +19,7 @@ import numpy as np
 
 from analysis.contributions import Contributions
 from analysis.contrasts import primary_name
-from analysis.headline import WORD_FREQUENCY_STAGE, resolved
+from analysis.headline import WORD_FREQUENCY_STAGE, count, resolved
 
 NSP_CHANCE_MARGIN = 0.05  # NSP's held-out accuracy must clear chance (0.5) by this much for its head to count as trained
 WIDTH = 9  # the label column
@@ -41,7 +41,7 @@ def ran(c: Contributions) -> str:
     b = c.budget
     trained = [v for v in c.variants if v != "none"]
     tokens = f", {b.tokens / 1e6:.2g} M tokens each" if b is not None and np.isfinite(b.tokens) else ""
-    seeds = f"{len(c.pretrain_seeds)} pretraining seed(s)"
+    seeds = count(len(c.pretrain_seeds), "pretraining seed")
     tasks = sorted({t.split(" (")[0] for t in c.tasks if not t.startswith("average")})
     modes = sorted({t.split(" (", 1)[1].rstrip(")") if " (" in t else "" for t in c.tasks
                     if not t.startswith("average")})
@@ -49,7 +49,7 @@ def ran(c: Contributions) -> str:
                 for m in modes]
     preset = f" at {c.preset}" if c.preset else ""
     return _line("Ran", f"{', '.join(trained) or 'no pretrained variant'} against none{preset}, {seeds}{tokens}; "
-                        f"{len(tasks)} task(s) ({', '.join(tasks)}), read by {', '.join(readings)}")
+                        f"{count(len(tasks), 'task')} ({', '.join(tasks)}), read by {', '.join(readings)}")
 
 
 def check_line(check: dict | None) -> str:
@@ -61,7 +61,7 @@ def check_line(check: dict | None) -> str:
     named = ", ".join(f"{n} ({found.count(n)} readings)" if found.count(n) > 1 else n for n in dict.fromkeys(found))
     null = check.get("null", {})
     what = (f"{named or 'no planted effect'} recovered on a planted language; "
-            f"{null.get('called', 0)} false call(s) on its null task")
+            f"{count(null.get('called', 0), 'false call')} on its null task")
     return _line("Check", f"{word}: {what}. It vouches for that path only: NSP's and SOP's effects have no planted "
                           "control (docs/known-answers.md)")
 
@@ -154,7 +154,7 @@ def next_step(c: Contributions, facts: dict[str, bool | None]) -> str:
         return _line("Next", f"{larger}; the open primary cells are near zero ({why})")
     if need:
         more = max(need - len(c.pretrain_seeds), 1)
-        return _line("Next", f"{more} more pretraining seed(s): the same command with --first-seed "
+        return _line("Next", f"{count(more, 'more pretraining seed')}: the same command with --first-seed "
                              f"{max(c.pretrain_seeds) + 1} --seeds {more}, then python -m analysis.export merge "
                              f"(docs/statistics.md); {need} in all would resolve a typical open primary cell if its "
                              "estimate is the truth (post hoc)")

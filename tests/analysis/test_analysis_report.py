@@ -17,7 +17,7 @@ def test_report_command_writes_headline_md_csv_and_plots(seed_export, capsys):
     md = (out / "contributions.md").read_text()
     assert md.split("\n\n")[1].startswith("```\nRan ")  # the run summary right under the title
     first = md.split("\n\n")[2]  # then the headline
-    assert "1.5 epochs" in first and "3 pretraining seed(s)" in first and "resolved" in first
+    assert "1.5 epochs" in first and "3 pretraining seeds" in first and "resolved" in first
     assert "| sst | accuracy | 0.500 | 0.800 [" in md and "Every variant minus none" in md
     assert "NSP contribution (full - mlm_only) +0.100" in md and "= NSP loss effect with MLM (full - mlm_pairs)" in md
     assert "1 stopped_early" in md and "2 failed" in md and "Epochs over the pretraining corpus" in md
@@ -65,13 +65,13 @@ def test_a_task_not_learned_is_marked_in_the_tables(tmp_path):
     r = build_report(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "ner"),
                                   task_means={"ner": {v: 0.5 for v in SEED_MEANS}}), n_boot=50)
     assert "ner (not learned at this budget)" in r.to_markdown()
-    assert "not learned at this budget" in format_table(r) and "1 task(s) were not learned" in format_table(r)
+    assert "not learned at this budget" in format_table(r) and "1 task was not learned" in format_table(r)
 
 
 def test_two_seed_export_prints_no_confident_interval_and_plots_points_not_whiskers(tmp_path):
     r = build_report(write_export(tmp_path / "e", SEED_MEANS, seeds=(0, 1), jitter=(-0.02, 0.02)), n_boot=50)
     md = r.to_markdown()
-    assert "no reliable interval: 2 seeds" in md and "unreliable: 2 pretraining seed(s)" in md
+    assert "no reliable interval: 2 seeds" in md and "unreliable: 2 pretraining seeds" in md
     assert "positive (" not in md
     fig = forest_figure(r.contributions)
     ax = fig.axes[0]
@@ -188,4 +188,24 @@ def test_the_report_command_reads_the_instrument_check_beside_a_main_job_export(
     verdicts.mkdir(parents=True)
     (verdicts / "known_answer.json").write_text(json.dumps({"passed": False, "effects": [], "null": {"called": 1}}))
     assert main([str(root), "--boot", "50"]) == 0
-    assert "Check    FAIL: no planted effect recovered on a planted language; 1 false call(s)" in capsys.readouterr().out
+    assert "Check    FAIL: no planted effect recovered on a planted language; 1 false call on its null task" in capsys.readouterr().out
+
+
+def test_the_headline_gives_the_checks_verdict_once_per_contrast_and_counts_each_sign(seed_export):
+    """The check vouches for a contrast, not a task row: a contrast quoted on several rows carries its verdict
+    at its first quote only; the primary sentence counts resolved cells by sign."""
+    from analysis.headline import headline, resolved
+    from analysis.known_answer import PLANTED_EFFECTS
+
+    c = build_report(seed_export, n_boot=100).contributions
+    check = {"passed": True, "null": {"called": 0},
+             "effects": [{"name": e.name, "task": e.task, "weights": dict(e.weights), "verdict": "recovered"}
+                         for e in PLANTED_EFFECTS[:2]]}
+    text = " ".join(headline(c, check))
+    quoted = [n for n in {e.contrast.name for e in c.contrasts} if f"{n} on " in text]
+    assert max(text.count(f"{n} on ") for n in quoted) > 1  # a contrast quoted twice, so the test can fail
+    assert text.count("(instrument check") + text.count("(no planted control") == len(quoted)
+    prim = [e for e in c.contrasts if e.holm_family == "primary"]
+    pos = sum(resolved(e) and e.interval.estimate > 0 for e in prim)
+    neg = sum(resolved(e) and e.interval.estimate < 0 for e in prim)
+    assert f"{pos} resolved positive, {neg} negative" in text

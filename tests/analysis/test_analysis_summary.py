@@ -29,8 +29,8 @@ def test_what_ran_and_the_check_in_one_line_each(tmp_path):
     root = write_export(tmp_path / "e", SEED_MEANS)
     s = _summary(root, runs={"config_json": json.dumps({"preset": "cpu-long"})}, check=CHECK)
     assert s["ran"].startswith("Ran") and "full, mlm_only, mlm_pairs, nsp_only against none at cpu-long" in s["ran"]
-    assert "3 pretraining seed(s)" in s["ran"] and "2 task(s) (sst, topic), read by fine-tuning" in s["ran"]
-    assert s["check"].startswith("Check    PASS: MLM contribution (2 readings) recovered") and "0 false call(s)" in s["check"]
+    assert "3 pretraining seeds" in s["ran"] and "2 tasks (sst, topic), read by fine-tuning" in s["ran"]
+    assert s["check"].startswith("Check    PASS: MLM contribution (2 readings) recovered") and "0 false calls" in s["check"]
     failed = _summary(root, check={**CHECK, "passed": False, "effects": [{**CHECK["effects"][0],
                                                                            "verdict": "not recovered"}]})
     assert "FAIL: no planted effect recovered" in failed["check"]
