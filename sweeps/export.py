@@ -39,7 +39,7 @@ def run_row(result, phase: str) -> dict[str, Any]:
     elif m.get("final"):
         status, reason = "completed", ""
     else:
-        status, reason = "stopped_early", f"ASHA stopped it at step {int(m.get('step', 0))} (probe_score below the rung cutoff)"
+        status, reason = "stopped_early", f"ASHA stopped it at step {int(m.get('step', 0))} (its score below the rung's cutoff)"
     nan = float("nan")
     o = cfg.objective
     steps = int(m.get("step", 0) or 0)

@@ -44,11 +44,31 @@ def searched_keys() -> tuple[str, ...]:
     return tuple(f"{n}_weight" for n in OBJECTIVES) + ("mask_ratio",)
 
 
+SECTIONS = ("model", "objective", "data", "optim", "finetune", "run")
+
+
 def trial_config(config: dict[str, Any]) -> ExperimentConfig:
-    """Ray's dict -> the typed tree: the base config plus the searched values, validated."""
+    """Ray's dict -> the typed tree: the base config plus the searched values, validated.
+
+    A loss weight or the mask ratio is searched as ``<objective>_weight`` / ``mask_ratio``; any other field as
+    its dotted name (``optim.lr``: ``sweeps/recipe_search.py``). With ``tokens_per_run`` the run's steps (and,
+    with ``tokens_per_eval``, its evaluation cadence) follow the trial's batch, so that recipes with different
+    batches train on the same number of token slots."""
     searched = {f"objective.{k}": float(config[k]) for k in searched_keys() if k in config}
+    searched.update({k: v for k, v in config.items() if k.partition(".")[0] in SECTIONS and "." in k})
     cfg = from_dict(config["cfg"])
-    return apply_overrides(cfg, searched) if searched else cfg
+    cfg = apply_overrides(cfg, searched) if searched else cfg
+    return at_tokens(cfg, config["tokens_per_run"], config.get("tokens_per_eval")) if config.get("tokens_per_run") \
+        else cfg
+
+
+def at_tokens(cfg: ExperimentConfig, tokens: float, tokens_per_eval: float | None = None) -> ExperimentConfig:
+    """``cfg`` with ``optim.max_steps`` (and ``run.eval_every``) set so that a run of its batch and sequence
+    length trains on ``tokens`` token slots (evaluating every ``tokens_per_eval``)."""
+    per_step = cfg.optim.batch_size * cfg.data.seq_len
+    optim = replace(cfg.optim, max_steps=max(round(tokens / per_step), 1))
+    run = replace(cfg.run, eval_every=max(round(tokens_per_eval / per_step), 1)) if tokens_per_eval else cfg.run
+    return cfg.replace(optim=optim, run=run)
 
 
 def trial_device(cfg: ExperimentConfig) -> torch.device:
