@@ -3,6 +3,8 @@
     out/                      a stock Hugging Face checkpoint (weights, config, tokenizer) + run.json
     out/resume/               while training: the same, plus trainer_state.pt (optimizer, schedule,
                               RNG, data position); written atomically, removed once run.json exists
+    out/snapshots/step-N/     with run.snapshots: the encoder at step N, loadable, its run.json's status
+                              ``snapshot``; kept after the run
 
 A run whose run.json says ``completed`` for the same config is finished: running it again returns the
 stored result and trains nothing.
@@ -163,6 +165,42 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
     tmp.write_text(json.dumps(_json_safe(run), indent=2, sort_keys=True, allow_nan=False))
     os.replace(tmp, out / "run.json")
     shutil.rmtree(out / "resume", ignore_errors=True)
+
+
+SNAPSHOTS = "snapshots"  # <out>/snapshots/step-N: the encoder kept mid-run (run.snapshots)
+
+
+def snapshot_dir(out: Path, step: int) -> Path:
+    return Path(out) / SNAPSHOTS / f"step-{step:07d}"
+
+
+def write_snapshot(out: Path, model, tokenizer, cfg: ExperimentConfig, state: TrainState, epochs: float,
+                   metrics: dict, planned_steps: int) -> Path:
+    """The encoder and heads at ``state.step`` as a loadable checkpoint with a run.json whose status is
+    ``snapshot`` (never taken for a finished run), its tokens, FLOPs and held-out metrics; written atomically, so
+    a run resumed from before it writes the same snapshot again."""
+    final = snapshot_dir(out, state.step)
+    tmp = final.with_name(f"{final.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.bert.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    run = {"status": "snapshot", "config": cfg.to_dict(), "code_version": code_version(), "steps": state.step,
+           "planned_steps": planned_steps, "tokens_seen": state.tokens_seen, "train_flops": state.flops,
+           "epochs": epochs, "wall_time_s": state.wall_time_s, "intrinsic": dict(metrics)}
+    (tmp / "run.json").write_text(json.dumps(_json_safe(run), indent=2, sort_keys=True, allow_nan=False))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def snapshots_of(out: str | os.PathLike) -> list[dict]:
+    """The snapshots a run kept, by step: each snapshot's run.json with its ``path``."""
+    root = Path(out) / SNAPSHOTS
+    found = []
+    for d in sorted(root.glob("step-*")) if root.is_dir() else []:
+        if (d / "run.json").exists() and ".tmp" not in d.name:
+            found.append({**json.loads((d / "run.json").read_text()), "path": str(d)})
+    return sorted(found, key=lambda r: r["steps"])
 
 
 def _json_safe(obj):

@@ -351,8 +351,29 @@ class RunConfig:
     # Deterministic kernels (torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG): bit-identical reruns
     # and resumes on CUDA too, at some speed. The CPU path is bit-identical without it.
     deterministic: bool = False
+    # Keep the encoder at these shares of the run's planned steps, comma-separated in (0, 1) (e.g.
+    # "0.0625,0.125,0.25,0.5"): <out>/snapshots/step-N, each a loadable checkpoint with its tokens and held-out
+    # metrics, so an objective's effect can be read as a curve over pretraining tokens. A snapshot is the run's
+    # state mid-schedule (its rate not yet decayed), not a run that ends at that budget. "" = none.
+    snapshots: str = ""
+
+    def snapshot_steps(self, planned_steps: int) -> tuple[int, ...]:
+        """The steps at which ``snapshots`` keeps the encoder in a run of ``planned_steps`` (the end excluded:
+        the run's own checkpoint is the last point)."""
+        steps = {max(1, round(f * planned_steps)) for f in self.snapshot_fractions()}
+        return tuple(sorted(s for s in steps if s < planned_steps))
+
+    def snapshot_fractions(self) -> tuple[float, ...]:
+        try:
+            return tuple(float(x) for x in self.snapshots.split(",") if x.strip())
+        except ValueError:
+            return (float("nan"),)
 
     def __post_init__(self):
+        fractions = self.snapshot_fractions()
+        require(all(0 < f < 1 for f in fractions),
+                 f"run.snapshots={self.snapshots!r} must be comma-separated shares of the run in (0, 1), "
+                 "e.g. 0.0625,0.125,0.25,0.5 (or empty for none)")
         choice("run.precision", self.precision, ("auto", "fp32", "bf16"))
         choice("run.allocator", self.allocator, ("retain", "system"))
         require(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),

@@ -38,7 +38,7 @@ from transformers.utils import logging as hf_logging
 
 from trainables.budget import Budget, plan_budget, step_cost, step_counts
 from trainables.checkpoint import (RunResult, TrainState, device_rng_state, finished_result, load_resume_state,
-                                   save_resume_state, write_checkpoint)
+                                   save_resume_state, write_checkpoint, write_snapshot)
 from trainables.config import ConfigError, ExperimentConfig, RunConfig, data_seed, objective_for_variant
 from trainables.data.batches import Loader, Position, SpecialIds, StepBatch, StepData, continuation_table, special_ids
 from trainables.data.prepare import open_prepared
@@ -198,7 +198,8 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
     if state.step:
         log.info("resuming %s at step %d", out, state.step)
     run = _Run(cfg, out, model, opt, sched, data, _tensorboard(out, cfg, rank, tensorboard_dir),
-               report or (lambda metrics, checkpoint_dir=None: None), rank, dev, budget.planned_steps, budget, world)
+               report or (lambda metrics, checkpoint_dir=None: None), rank, dev, budget.planned_steps, budget, world,
+               cfg.run.snapshot_steps(budget.planned_steps) if cfg.objective.variant != "none" else ())
     module = _training_module(model, cfg, world)
     autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
     model.train()
@@ -260,14 +261,18 @@ class StepEnd(NamedTuple):
     log: bool  # losses (read from the device here, NaN-checked), learning rate and throughput
     evaluate: bool  # intrinsic metrics on the held-out sets
     checkpoint: bool  # resume state written (rank 0)
+    snapshot: bool = False  # the encoder kept at this step (run.snapshots), after an evaluation
 
 
-def step_end(step: int, last: bool, run: RunConfig) -> StepEnd:
+def step_end(step: int, last: bool, run: RunConfig, snapshots: tuple[int, ...] = ()) -> StepEnd:
     """Log every ``log_every`` steps and at the last; evaluate and checkpoint on their cadence except
-    at the last step (the budget is spent), which ``_finish`` evaluates and checkpoints in full."""
+    at the last step (the budget is spent), which ``_finish`` evaluates and checkpoints in full; at a
+    snapshot step (``run.snapshot_steps``), evaluate and keep the encoder."""
+    snap = step in snapshots and not last
     return StepEnd(log=step % run.log_every == 0 or last,
-                   evaluate=bool(run.eval_every) and step % run.eval_every == 0 and not last,
-                   checkpoint=bool(run.checkpoint_every) and step % run.checkpoint_every == 0 and not last)
+                   evaluate=(bool(run.eval_every) and step % run.eval_every == 0 or snap) and not last,
+                   checkpoint=bool(run.checkpoint_every) and step % run.checkpoint_every == 0 and not last,
+                   snapshot=snap)
 
 
 @dataclass
@@ -287,6 +292,7 @@ class _Run:
     steps: int
     budget: Budget
     world: int = 1
+    snapshot_steps: tuple[int, ...] = ()
     meter: dict = dataclasses.field(default_factory=dict)  # losses summed on the device since the last log
     window: list = dataclasses.field(default_factory=lambda: [0, 0, time.perf_counter()])  # tokens, steps, t0
 
@@ -305,8 +311,15 @@ class _Run:
                                      f"({', '.join(f'{k}={v:.4g}' for k, v in losses.items())})")
         return losses
 
+    def _rng_kept(self, keep: bool):
+        """An evaluation made only for a snapshot leaves the generators as it found them (ELECTRA's metrics
+        sample), so a run with snapshots trains the same bits as one without."""
+        if not keep:
+            return contextlib.nullcontext()
+        return torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else [])
+
     def end_of_step(self, state: TrainState, tokens: int, last: bool) -> None:
-        todo = step_end(state.step, last, self.cfg.run)
+        todo = step_end(state.step, last, self.cfg.run, self.snapshot_steps)
         self.window[0] += tokens
         self.window[1] += 1
         metrics: dict = {"step": state.step}
@@ -318,10 +331,14 @@ class _Run:
             self.window = [0, 0, now]
             _log_scalars(self.tb, metrics, state.step)
         if todo.evaluate:
-            intrinsic = as_report(evaluate_intrinsic(self.model, self.data.eval_sets, self.device))
+            with self._rng_kept(todo.snapshot and not step_end(state.step, last, self.cfg.run).evaluate):
+                raw = evaluate_intrinsic(self.model, self.data.eval_sets, self.device)
+            intrinsic = as_report(raw)
             _log_scalars(self.tb, intrinsic, state.step)
-            metrics.update(tokens_seen=state.tokens_seen, epoch=self.data.steps.epochs_made(state_position(state)),
-                           wall_time_s=state.wall_time_s, **intrinsic)
+            epochs = self.data.steps.epochs_made(state_position(state))
+            metrics.update(tokens_seen=state.tokens_seen, epoch=epochs, wall_time_s=state.wall_time_s, **intrinsic)
+            if todo.snapshot and self.rank == 0:
+                write_snapshot(self.out, self.model, self.data.tokenizer, self.cfg, state, epochs, raw, self.steps)
         ckpt = None
         if todo.checkpoint:
             rngs = _rng_states(self.world, self.device)  # a collective: every rank checkpoints at the same step
@@ -362,6 +379,7 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
                          planned_steps=run.budget.planned_steps,
                          masked_per_step=step_counts(d.steps, state.step).masked_per_step,
                          precision=precision.name, precision_why=precision.why,
+                         snapshot_steps=list(run.snapshot_steps),
                          allocator=allocator.name, allocator_why=allocator.why)
     if run.tb is not None:
         run.tb.close()
