@@ -62,6 +62,31 @@ def check_export(export: Export) -> Export:
     return Export(runs, evals, export.predictions)
 
 
+def without_snapshots(export: Export) -> Export:
+    """The export as of the runs' ends: snapshot rows (phase snapshot) and their reads left out."""
+    snap = set(export.runs.loc[export.runs["phase"] == "snapshot", "run_id"])
+    if not snap:
+        return export
+    return Export(export.runs[export.runs["phase"] != "snapshot"], export.evals[~export.evals["run_id"].isin(snap)],
+                  export.predictions[~export.predictions["run_id"].isin(snap)])
+
+
+def snapshot_exports(export: Export) -> list[tuple[int, Export]]:
+    """One export per snapshot step (run.snapshots), each as if its snapshots were the measure runs: the
+    snapshot runs of that step relabelled ``measure`` beside ``none``'s runs (no pretraining, the same at every
+    step), with their reads. By step: every variant of a steps budget keeps its snapshots at the same steps."""
+    runs = export.runs
+    snaps = runs[(runs["phase"] == "snapshot") & (runs["status"] == "completed")]
+    none = runs[(runs["phase"] == "measure") & (runs["variant"] == "none")]
+    out = []
+    for step, group in snaps.groupby("steps"):
+        ids = set(group["run_id"]) | set(none["run_id"])
+        at = pd.concat([group.assign(phase="measure"), none])
+        out.append((int(step), Export(at, export.evals[export.evals["run_id"].isin(ids)],
+                                      export.predictions[export.predictions["run_id"].isin(ids)])))
+    return out
+
+
 def _read(path: Path) -> pd.DataFrame:
     try:
         table = pq.read_table(path)
@@ -90,6 +115,15 @@ def load_export(export_dir: str | Path) -> Export:
         else:
             raise ExportError(f"{path} is missing; an export holds runs.parquet and evals.parquet "
                               "(and predictions.parquet)")
+    return without_snapshots(check_export(Export(**tables)))
+
+
+def load_with_snapshots(export_dir: str | Path) -> Export:
+    """``load_export`` with the snapshot rows kept (``snapshot_exports`` splits them by step)."""
+    root = Path(export_dir)
+    load_export(root)  # the same checks and errors
+    tables = {n: _read(root / f"{n}.parquet") for n in schema.TABLES if (root / f"{n}.parquet").exists()}
+    tables.setdefault("predictions", pd.DataFrame({c: pd.Series(dtype=object) for c in required_columns("predictions")}))
     return check_export(Export(**tables))
 
 

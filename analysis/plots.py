@@ -229,3 +229,45 @@ def search_figure(s: SearchSummary):
 
 def plot_search_response(s: SearchSummary, path: Path) -> Path:
     return _save(search_figure(s), path)
+
+
+# ------------------------------------------------------------------ effects over pretraining tokens
+
+
+def curves_figure(points):
+    """One panel per contrast of the primary family (the other contrasts when it has none): each task row's
+    estimate against pretraining tokens (log axis) with its interval as a band, a filled marker where the rule
+    across points (``analysis.curves``) resolves it, and none at zero."""
+    from analysis.curves import curve_rows
+
+    rows = curve_rows(points, "primary") or curve_rows(points, None)
+    plt = _pyplot()
+    names = list(dict.fromkeys(r.contrast for r in rows))
+    ncols = min(len(names), 3)
+    nrows = math.ceil(len(names) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
+                             figsize=(min(MAX_W, 0.6 + 4.2 * ncols), min(MAX_H, 1.0 + 3.2 * nrows)))
+    for ax, name in zip(axes.flat, names):
+        for r in (r for r in rows if r.contrast == name):
+            x = [t for t, _, _ in r.points]
+            est = [e.interval.estimate for _, e, _ in r.points]
+            line, = ax.plot(x, est, "-", label=r.task)
+            ax.fill_between(x, [e.interval.lo for _, e, _ in r.points], [e.interval.hi for _, e, _ in r.points],
+                            color=line.get_color(), alpha=0.15, linewidth=0)
+            for t, e, ok in r.points:
+                ax.plot(t, e.interval.estimate, "o", color=line.get_color(), markerfacecolor=line.get_color()
+                        if ok else "white", markersize=5)
+        ax.axhline(0.0, color="0.4", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_title("\n".join(_wrap(name, 48)), fontsize=9)
+        ax.set_xlabel("pretraining tokens per run")
+        ax.legend(fontsize=7, loc="best")
+    axes.flat[0].set_ylabel("effect (0 = none)")
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    fig.suptitle("Effects over pretraining tokens (filled: resolved under the rule across points)", fontsize=10)
+    return fig
+
+
+def plot_curves(points, path: Path) -> Path:
+    return _save(curves_figure(points), path)

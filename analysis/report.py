@@ -85,6 +85,7 @@ class Report:
     contributions: Contributions
     search: SearchSummary | None
     check: dict | None = None  # the instrument check's verdicts (known_answer.json) when it ran with the sweep
+    curves: tuple = ()  # analysis.curves.CurvePoint per snapshot and the end, when the runs kept snapshots
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (task, mean or contrast): the CSV."""
@@ -118,10 +119,14 @@ def build_report(export_dir: str | Path, n_boot: int = 1000, level: float = 0.95
                  check: dict | None = None) -> Report:
     """Load an export and estimate everything the report shows (prints nothing). ``check``: the instrument
     check's verdicts, so that the headline says which quoted contrasts it vouches for."""
+    from analysis.curves import curve_points
+    from analysis.export import load_with_snapshots
+
     export = load_export(export_dir)
     rng = np.random.default_rng(seed)
-    return Report(Path(export_dir), estimate_contributions(export, rng, n_boot, level),
-                  summarize_search(export.runs, seed), check)
+    final = estimate_contributions(export, rng, n_boot, level)
+    curves = curve_points(load_with_snapshots(export_dir), final, export, rng, n_boot, level)
+    return Report(Path(export_dir), final, summarize_search(export.runs, seed), check, tuple(curves))
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -255,7 +260,10 @@ def _markdown(r: Report) -> list[str]:
     if not c.tasks:
         return out + ["No completed measure runs with evaluations: nothing to estimate."]
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
-    out += _contrast_sections(c) + _glossary(c) + _power_section(c) + _decompositions(c) + _compute_section(c)
+    from analysis.curves import curve_section
+
+    out += _contrast_sections(c) + curve_section(list(r.curves)) + _glossary(c) + _power_section(c)
+    out += _decompositions(c) + _compute_section(c)
     out += _setup_section(r.export_dir)
     if c.flags:
         out += ["## Flags", ""] + [f"- {f.variant}{' on ' + f.task if f.task else ''}: {f.reason}"
@@ -363,6 +371,10 @@ def write_report(report: Report, out_dir: str | Path) -> list[Path]:
         paths.append(plot_task_bars(report.contributions, out / "contributions.png"))
     if report.contributions.contrasts:
         paths.append(plot_forest(report.contributions, out / "contributions_forest.png"))
+    if report.curves:
+        from analysis.plots import plot_curves
+
+        paths.append(plot_curves(list(report.curves), out / "contributions_curves.png"))
     if report.search is not None and report.search.params and len(report.search.trials):
         paths.append(plot_search_response(report.search, out / "search_response.png"))
     return paths

@@ -61,8 +61,34 @@ def run_row(result, phase: str) -> dict[str, Any]:
         **{name: float(m.get(f"eval/{name}", nan)) for name, _ in metric_columns() if name != "collapsed"},
         "collapsed": bool(m.get("eval/collapsed", 0.0)), "probe_score": float(m.get("probe_score", nan)),
         "checkpoint": checkpoint,
+        "snapshot_of": "",
         "config_json": cfg.to_json(),
     }
+
+
+def snapshot_rows(measure_row: dict) -> list[dict]:
+    """One runs.parquet row per snapshot a completed measure run kept (run.snapshots), from each snapshot's
+    run.json: run_id ``<run>@<step>``, phase ``snapshot``, its steps, tokens, FLOPs and held-out metrics."""
+    from trainables.checkpoint import snapshot_subpath
+    from trainables.intrinsic import metric_columns
+
+    record = _run_record(measure_row["checkpoint"])
+    rows = []
+    for step in record.get("snapshot_steps") or []:
+        where = f"{measure_row['checkpoint'].rstrip('/')}/{snapshot_subpath(int(step))}"
+        snap = _run_record(where)
+        if not snap:
+            continue
+        intrinsic = snap.get("intrinsic") or {}
+        steps = int(snap.get("steps", step))
+        rows.append({**measure_row, "run_id": f"{measure_row['run_id']}@{steps}", "phase": "snapshot",
+                     "steps": steps, "tokens_seen": int(snap.get("tokens_seen", 0)),
+                     "tokens_per_step": int(snap.get("tokens_seen", 0)) / steps if steps else float("nan"),
+                     "epochs": _number(snap.get("epochs")), "train_flops": _number(snap.get("train_flops")),
+                     "wall_time_s": _number(snap.get("wall_time_s")),
+                     **{name: _number(intrinsic.get(name)) for name, _ in metric_columns() if name != "collapsed"},
+                     "checkpoint": where, "snapshot_of": measure_row["run_id"], "probe_score": float("nan")})
+    return rows
 
 
 def _run_record(checkpoint: str) -> dict:
@@ -140,7 +166,9 @@ def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -
     from trainables.objectives import OBJECTIVES
 
     version = code_version()
-    rows = [run_row(r, "search") for r in (search_grid or [])] + [run_row(r, "measure") for r in (measure_grid or [])]
+    measured = [run_row(r, "measure") for r in (measure_grid or [])]
+    rows = ([run_row(r, "search") for r in (search_grid or [])] + measured
+            + [s for row in measured if row["status"] == "completed" for s in snapshot_rows(row)])
     runs = schema.build_table("runs", rows, tuple(OBJECTIVES), version, metric_columns())
     evals, preds, failed = finetune_tables(finetune_grid or [])
     if failed:

@@ -101,15 +101,24 @@ def measure_phase(specs: list[dict], args, root: str, probe_tasks: list[str]) ->
                  pretrain_resources(args), max_concurrent=args.max_concurrent)
 
 
-def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "") -> Phase:
-    """Each completed measurement run x fine-tuning seed, as Ray trials (they spread over a cluster)."""
+def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "",
+                   snapshots: list[dict] = ()) -> Phase:
+    """Each completed measurement run x fine-tuning seed, as Ray trials (they spread over a cluster); each of
+    their ``snapshots`` (run.snapshots) read by the probe modes only: seconds per read, where fine-tuning
+    every snapshot would cost as much as the runs' own fine-tuning again."""
 
     from trainables.tune_adapters import finetune_trainable
 
     of_mode = mode_tasks(args, tasks)  # finetune | probe (a frozen encoder's linear probe) -> the tasks it runs on
+    probed = {mode: ts for mode, ts in of_mode.items() if mode.startswith("probe")}
+    if snapshots and not probed:
+        log.warning("%d snapshots kept but not read: the probe reads them (--modes finetune,probe)", len(snapshots))
     specs = [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
               "tasks": ts, "mode": mode} for m in measured for s in range(args.finetune_seeds)
              for mode, ts in of_mode.items()]
+    specs += [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
+               "tasks": ts, "mode": mode} for m in snapshots for s in range(args.finetune_seeds)
+              for mode, ts in probed.items()]
     for spec in specs:
         spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}" + ("-probe" if spec["mode"] == "probe" else "")
     return Phase("finetune", flatten(finetune_trainable),
@@ -137,8 +146,23 @@ def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: li
         print("no completed measurement run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
         return measure, None
-    finetune = run_phase(finetune_phase(measured, tasks, args, root), root, args, progress)
+    finetune = run_phase(finetune_phase(measured, tasks, args, root, completed_snapshots(measure)), root, args,
+                         progress)
     return measure, finetune
+
+def completed_snapshots(measure_grid) -> list[dict]:
+    """The snapshots (run.snapshots) of every completed measurement run, as fine-tuning inputs: run_id
+    ``<run>@<step>``, the run's config, the snapshot's checkpoint."""
+    from sweeps.export import snapshot_rows
+
+    out = []
+    for r in measure_grid:
+        row = run_row(r, "measure")
+        if row["status"] == "completed":
+            out += [{"run_id": s["run_id"], "cfg": r.config["spec"]["cfg"], "checkpoint": s["checkpoint"]}
+                    for s in snapshot_rows(row)]
+    return out
+
 
 def completed_measurements(measure_grid) -> list[dict]:
     out = []

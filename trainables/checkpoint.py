@@ -170,8 +170,13 @@ def write_checkpoint(out: Path, model, tokenizer, cfg: ExperimentConfig, result:
 SNAPSHOTS = "snapshots"  # <out>/snapshots/step-N: the encoder kept mid-run (run.snapshots)
 
 
+def snapshot_subpath(step: int) -> str:
+    """Where a run's snapshot at ``step`` lives, relative to the run's directory (or checkpoint URI)."""
+    return f"{SNAPSHOTS}/step-{step:07d}"
+
+
 def snapshot_dir(out: Path, step: int) -> Path:
-    return Path(out) / SNAPSHOTS / f"step-{step:07d}"
+    return Path(out) / snapshot_subpath(step)
 
 
 def write_snapshot(out: Path, model, tokenizer, cfg: ExperimentConfig, state: TrainState, epochs: float,

@@ -24,7 +24,7 @@ META_SCHEMA = b"bert_objectives.schema_version"
 META_CODE = b"bert_objectives.code_version"
 META_TABLE = b"bert_objectives.table"
 TABLES = ("runs", "evals", "predictions")
-PHASES = ("search", "measure")
+PHASES = ("search", "measure", "snapshot")  # snapshot: a measure run's encoder kept mid-run (run.snapshots)
 # runs.collapsed: the raw representation-collapse diagnostic (trainables.intrinsic sets it on these absolute
 # thresholds). At small scale a random-init encoder exceeds them too, so the report's collapse flag is decided
 # in analysis.flags relative to none's runs of the same export, with the thresholds below.
@@ -102,6 +102,9 @@ RUN_COLUMNS: tuple[Column, ...] = (
            f"of test examples on half its label tasks or more"),
     Column("probe_score", pa.float64(), "mean linear-probe dev score of the probe tasks (search trials)"),
     Column("checkpoint", pa.string(), "where the final checkpoint is (local path or s3:// / gs:// URI)", False),
+    Column("snapshot_of", pa.string(), "for a snapshot row (phase snapshot, run_id <run>@<step>): the measure run "
+           "whose encoder was kept at this step (run.snapshots; its steps, tokens_seen and intrinsic metrics are "
+           "the snapshot's); '' otherwise", False),
     Column("config_json", pa.string(), "the run's whole configuration as JSON", False),
 )
 EVAL_COLUMNS: tuple[Column, ...] = (

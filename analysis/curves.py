@@ -1,0 +1,144 @@
+"""Every contrast as a curve over pretraining tokens: its estimate and interval at each snapshot the runs kept
+(``run.snapshots``) and at the runs' end.
+
+    points = curve_points(export_with_snapshots, final_contributions, rng)
+    rows = curve_rows(points)           # per (contrast, task row): the points, and "first resolved at N tokens"
+
+Each snapshot is estimated as its own export (``analysis.export.snapshot_exports``): that step's snapshots as the
+measure runs beside ``none``, read by the probe; the same multi-bootstrap, families and Holm as at the end.
+
+**The rule across points.** A curve is read at K points (the snapshots and the end), so a cell that is null at
+every point would be called somewhere with a chance of up to K x 5% if each point were judged alone. A cell is
+*resolved at a point* when its interval excludes 0 and its Holm-adjusted p within its family at that point is
+below 0.05 / K: Bonferroni over the points on top of Holm within each, so the chance of any false call along
+all the curves of a family stays at most 5% (``python -m analysis.validate --curves`` checks it by simulation).
+"First resolved at N tokens" is the first point where that holds. Intervals are each point's own 95% ones.
+
+**What a snapshot stands for.** A snapshot is the run's state part-way through its schedule, its learning rate
+not yet decayed: not a run that ends at that budget, whose annealing typically gains a little more. The curve
+is the shape of one run's learning, read at its own points.
+
+**Trend.** Over the last two points a curve is *rising* or *falling* when the estimate moved by more than half
+the last interval's half-width, else *flat*.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
+from analysis.export import Export, snapshot_exports
+from analysis.inference import ALPHA, called
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    step: int  # optimizer steps of the pretrained runs at this point (the end: their mean)
+    tokens: float  # mean real tokens the pretrained runs had trained on
+    contributions: Contributions
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class CurveRow:
+    contrast: str
+    task: str
+    family: str  # primary | secondary
+    points: tuple[tuple[float, ContrastEstimate, bool], ...]  # (tokens, estimate, resolved under the curve rule)
+
+    @property
+    def first_resolved(self) -> float | None:
+        return next((t for t, _, ok in self.points if ok), None)
+
+    def trend(self) -> str:
+        if len(self.points) < 2:
+            return ""
+        (_, a, _), (_, b, _) = self.points[-2:]
+        half = (b.interval.hi - b.interval.lo) / 2
+        move = b.interval.estimate - a.interval.estimate
+        if not (math.isfinite(move) and math.isfinite(half)):
+            return ""
+        return "flat" if abs(move) <= half / 2 else ("rising" if move > 0 else "falling")
+
+    def line(self) -> str:
+        """'first resolved at 3.7 M tokens' or 'not resolved by 30 M tokens; rising over the last two points'."""
+        first = self.first_resolved
+        if first is not None:
+            return f"first resolved at {tokens_text(first)} tokens"
+        trend = self.trend()
+        return f"not resolved by {tokens_text(self.points[-1][0])} tokens" + (f"; {trend} over the last two points"
+                                                                              if trend else "")
+
+
+def tokens_text(t: float) -> str:
+    return f"{t / 1e6:.2g} M" if t >= 1e5 else f"{t / 1e3:.2g} k"
+
+
+def _tokens(export: Export) -> tuple[int, float]:
+    runs = export.runs
+    trained = runs[(runs["phase"] == "measure") & (runs["variant"] != "none") & (runs["status"] == "completed")]
+    return int(trained["steps"].mean()), float(trained["tokens_seen"].mean())
+
+
+def curve_points(export: Export, final: Contributions, final_export: Export, rng: np.random.Generator,
+                 n_boot: int = 1000, level: float = 0.95) -> list[CurvePoint]:
+    """The snapshots' points (each estimated as its own export) and the end's (``final``), by tokens; [] when the
+    runs kept no snapshot."""
+    snaps = snapshot_exports(export)
+    if not snaps:
+        return []
+    points = []
+    for step, ex in snaps:
+        _, tokens = _tokens(ex)
+        points.append(CurvePoint(step, tokens, estimate_contributions(ex, rng, n_boot, level)))
+    step, tokens = _tokens(final_export)
+    points.append(CurvePoint(step, tokens, final, final=True))
+    return sorted(points, key=lambda p: p.tokens)
+
+
+def curve_rows(points: list[CurvePoint], family: str | None = "primary") -> list[CurveRow]:
+    """Per (contrast, task row) of ``family`` (None: all) that every point estimated: its points, each judged by
+    the rule across points (module docstring)."""
+    if not points:
+        return []
+    k = len(points)
+    by_key: dict[tuple[str, str], list] = {}
+    for p in points:
+        for e in p.contributions.contrasts:
+            if family is None or e.holm_family == family:
+                ok = called(e.interval, e.p_adjusted * k, ALPHA) if np.isfinite(e.p_adjusted) else False
+                by_key.setdefault((e.contrast.name, e.task), []).append((p.tokens, e, ok))
+    rows = []
+    for (name, task), pts in by_key.items():
+        if len(pts) == k:
+            rows.append(CurveRow(name, task, pts[-1][1].holm_family, tuple(pts)))
+    return rows
+
+
+def curve_section(points: list[CurvePoint]) -> list[str]:
+    """The report's Markdown section: one table per family, points as columns, a line per row."""
+    rows = curve_rows(points, None)
+    if not rows:
+        return []
+    k = len(points)
+    head = [f"{tokens_text(p.tokens)}{' (end)' if p.final else ''}" for p in points]
+    out = ["## Effects over pretraining tokens", "",
+           f"Each contrast at the {k - 1} snapshot(s) the runs kept (`run.snapshots`, read by the probe) and at their "
+           f"end, by the mean tokens the pretrained runs had seen. `*`: resolved under the rule across points (Holm "
+           f"within the family at each point, at 0.05/{k}: analysis/curves.py); a snapshot is the run part-way "
+           "through its schedule, not a run that ends there. Plot: contributions_curves.png.", ""]
+    for family in ("primary", "secondary"):
+        fam = [r for r in rows if r.family == family]
+        if not fam:
+            continue
+        out += [f"### {'The primary question' if family == 'primary' else 'The other contrasts'}", "",
+                "| contrast | task | " + " | ".join(head) + " | reading |", "|" + "---|" * (k + 3)]
+        for r in fam:
+            cells = [f"{e.interval.estimate:+.3f} [{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]{'*' if ok else ''}"
+                     for _, e, ok in r.points]
+            out.append(f"| {r.contrast} | {r.task} | " + " | ".join(cells) + f" | {r.line()} |")
+        out.append("")
+    return out

@@ -1,0 +1,68 @@
+"""Curves over pretraining tokens: snapshot rows never enter the end's estimates; each snapshot is estimated as
+its own export; a cell is resolved at a point only under the rule across points (Holm at 0.05 / K)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+from analysis_fixtures import write_export
+
+from analysis.bootstrap import Interval
+from analysis.curves import CurvePoint, curve_rows
+from analysis.report import build_report, write_report
+
+MEANS = {"mlm_only": 0.8, "none": 0.6}
+
+
+def _with_snapshots(tmp_path, points):
+    """The end's export plus, per (step, mlm_only's mean there), mlm_only's snapshot runs and their reads."""
+    final = write_export(tmp_path / "final", MEANS, tasks=("sst",))
+    runs, evals, preds = (pd.read_parquet(final / f"{n}.parquet") for n in ("runs", "evals", "predictions"))
+    for step, mean in points:
+        snap = write_export(tmp_path / f"s{step}", {"mlm_only": mean, "none": 0.6}, tasks=("sst",))
+        r, e, p = (pd.read_parquet(snap / f"{n}.parquet") for n in ("runs", "evals", "predictions"))
+        keep = r["variant"] == "mlm_only"
+        rename = {rid: f"{rid}@{step}" for rid in r.loc[keep, "run_id"]}
+        r = r[keep].assign(run_id=lambda d: d["run_id"].map(rename), phase="snapshot", steps=step,
+                           tokens_seen=step * 1000, snapshot_of=lambda d: d["run_id"].str.split("@").str[0])
+        e, p = (t[t["run_id"].isin(rename)].assign(run_id=lambda d: d["run_id"].map(rename)) for t in (e, p))
+        runs, evals, preds = pd.concat([runs, r]), pd.concat([evals, e]), pd.concat([preds, p])
+    out = tmp_path / "both"
+    out.mkdir()
+    for name, table in (("runs", runs), ("evals", evals), ("predictions", preds)):
+        table.reset_index(drop=True).to_parquet(out / f"{name}.parquet")
+    return final, out
+
+
+def test_snapshots_never_enter_the_ends_estimates_and_each_point_is_its_own(tmp_path):
+    final, both = _with_snapshots(tmp_path, [(25, 0.6), (50, 0.7)])
+    alone, with_snaps = build_report(final, n_boot=200), build_report(both, n_boot=200)
+    pd.testing.assert_frame_equal(alone.to_frame(), with_snaps.to_frame())
+    assert not alone.curves and [p.tokens for p in with_snaps.curves] == [25_000, 50_000, 100_000]
+    rows = {(r.contrast, r.task): r for r in curve_rows(list(with_snaps.curves), None)}
+    row = next(r for (name, task), r in rows.items() if "mlm_only - none" in name and task == "sst")
+    est = [round(e.interval.estimate, 3) for _, e, _ in row.points]
+    assert est == [0.0, 0.1, 0.2]
+    assert [ok for _, _, ok in row.points] == [False, True, True] and row.first_resolved == 50_000
+    assert row.line() == "first resolved at 50 k tokens"
+    md = with_snaps.to_markdown()
+    assert "## Effects over pretraining tokens" in md and "first resolved at 50 k tokens" in md
+    assert any(p.name == "contributions_curves.png" for p in write_report(with_snaps, tmp_path / "rep"))
+
+
+def _point(tokens, p_adjusted, estimate=0.1):
+    iv = Interval(estimate, estimate - 0.05, estimate + 0.05, p_adjusted, 0.02, 10.0, 6, True, estimate - 0.05,
+                  estimate + 0.05)
+    e = SimpleNamespace(contrast=SimpleNamespace(name="mlm_only - none"), task="topic", interval=iv,
+                        p_adjusted=p_adjusted, holm_family="primary")
+    return CurvePoint(0, tokens, SimpleNamespace(contrasts=[e]))
+
+
+def test_a_point_is_resolved_only_below_005_over_the_number_of_points():
+    """Three points: a Holm p of 0.03 resolves a cell read once, not one read at three points (0.05/3)."""
+    row = curve_rows([_point(1e6, 0.03), _point(2e6, 0.02), _point(4e6, 0.01)])[0]
+    assert [ok for _, _, ok in row.points] == [False, False, True] and row.first_resolved == 4e6
+    flat = curve_rows([_point(1e6, 0.5, 0.10), _point(2e6, 0.5, 0.11)])[0]
+    assert flat.line() == "not resolved by 2 M tokens; flat over the last two points"
+    rising = curve_rows([_point(1e6, 0.5, 0.0), _point(2e6, 0.5, 0.1)])[0]
+    assert rising.trend() == "rising" and np.isfinite(rising.points[-1][1].interval.estimate)
