@@ -129,7 +129,7 @@ def load_with_snapshots(export_dir: str | Path) -> Export:
 
 # Config keys that say where or how fast a run ran, not what it measured: runs that differ only in these
 # (and in their seeds) are one design and may be pooled.
-_RUNTIME_KEYS = ("run.seed", "run.threads", "run.device", "run.allocator", "run.log_every", "run.eval_every",
+_RUNTIME_KEYS = ("run.seed", "run.snapshots", "run.threads", "run.device", "run.allocator", "run.log_every", "run.eval_every",
                  "run.checkpoint_every", "run.tensorboard", "run.init_checkpoint", "data.prepared_root",
                  "data.prepared", "data.cache_dir", "data.tokenizer_dir", "data.loader_workers", "data.data_seed",
                  "model.compile", "model.gradient_checkpointing")

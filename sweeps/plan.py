@@ -361,6 +361,10 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
         of_mode = mode_tasks(args, tasks)  # as sweeps.phases.finetune_phase runs them: a trial per mode
         fts = [(vcfg, 1, of_mode[mode], mode) for vcfg, _ in runs for _ in range(args.finetune_seeds)
                for mode in of_mode]
+        # each snapshot a run keeps (run.snapshots) is read by the probe modes (sweeps.phases.finetune_phase)
+        fts += [(vcfg, 1, of_mode[mode], mode) for vcfg, _ in runs if vcfg.objective.variant != "none"
+                for _ in vcfg.run.snapshot_steps(vcfg.optim.max_steps) for _ in range(args.finetune_seeds)
+                for mode in of_mode if mode.startswith("probe")]
         notes = "; ".join(f"{len(ts)} tasks x {len(cfg.finetune.rates)} rate(s) per trial" if mode == "finetune"
                           else f"{len(ts)} probed per trial" for mode, ts in of_mode.items())
         plan.phases.append(_phase("finetune", [], fts, rate, parallel, notes, accelerator=accelerator, cal=cal))

@@ -311,3 +311,18 @@ def test_cpu_long_measures_mlm_only_and_none_read_by_fine_tuning_and_the_probe_a
     cfg = build_config("cpu-long")
     assert cfg.finetune.probe_modes == {"probe": 1000, "probe@100": 100} and len(cfg.finetune.rates) == 3
     assert cfg.finetune.keep_best and cfg.optim.max_steps == 8000
+
+
+def test_the_plan_counts_the_probe_reads_of_every_snapshot():
+    """cpu-long keeps four snapshots per pretrained run; each is probed: the plan's fine-tuning phase holds those
+    reads (the probe's cost per read, not a fine-tuning's), and none, which keeps none, adds nothing."""
+    base = "--hardware", "h200", "--mfu", "0.2"
+    with_snaps, cfg, args = _plan("--preset", "cpu-long", *base)
+    without, _, _ = _plan("--preset", "cpu-long", "--set", "run.snapshots=", *base)
+    ft = {p.name: p for p in with_snaps.phases}["finetune"]
+    ft0 = {p.name: p for p in without.phases}["finetune"]
+    pretrained = args.seeds  # mlm_only's runs; none keeps no snapshot
+    probe_read = (ft.tokens - ft0.tokens) / (4 * pretrained * args.finetune_seeds)
+    assert cfg.run.snapshot_steps(cfg.optim.max_steps) == (500, 1000, 2000, 4000)
+    assert ft.tokens > ft0.tokens and ft.wall_s > ft0.wall_s
+    assert probe_read < ft0.tokens / (2 * 2 * pretrained)  # a probe read is cheaper than a run's fine-tuning
