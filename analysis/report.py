@@ -354,6 +354,14 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
     lines = summary + [""] + [ln for sentence in headline(c, report.check) for ln in wrap(sentence)] + [""]
     if c.contrasts:
         lines += _compact_table(c, width) + [""]
+    if report.curves:
+        from analysis.curves import curve_rows
+
+        primary = curve_rows(list(report.curves))
+        rows = [r for r in primary if r.task.startswith("average")] or primary
+    if report.curves and rows:
+        lines += wrap("Over pretraining tokens (snapshots, probed): " + "; ".join(
+            f"{r.contrast} on {r.task}: {r.line()}" for r in rows) + ". Every row: contributions.md.") + [""]
     lines += wrap(f"* resolved ({families(c)}, p < 0.05); ! flagged (collapsed, "
                   f"or worse than none on the task: not credited). Scores per variant, p-values, MDEs, notes and "
                   f"{count(len(c.messages), 'message')}: contributions.md.")

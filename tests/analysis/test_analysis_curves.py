@@ -45,6 +45,11 @@ def test_snapshots_never_enter_the_ends_estimates_and_each_point_is_its_own(tmp_
     assert est == [0.0, 0.1, 0.2]
     assert [ok for _, _, ok in row.points] == [False, True, True] and row.first_resolved == 50_000
     assert row.line() == "first resolved at 50 k tokens"
+    from analysis.report import format_table
+
+    assert "Over pretraining tokens (snapshots, probed): mlm_only - none on sst: first resolved at 50 k tokens" in \
+        format_table(with_snaps).replace("\n", " ")
+    assert "Over pretraining tokens" not in format_table(alone)
     md = with_snaps.to_markdown()
     assert "## Effects over pretraining tokens" in md and "first resolved at 50 k tokens" in md
     assert any(p.name == "contributions_curves.png" for p in write_report(with_snaps, tmp_path / "rep"))
