@@ -180,7 +180,7 @@ def snapshot_dir(out: Path, step: int) -> Path:
 
 
 def write_snapshot(out: Path, model, tokenizer, cfg: ExperimentConfig, state: TrainState, epochs: float,
-                   metrics: dict, planned_steps: int) -> Path:
+                   metrics: dict, planned_steps: int, branched_at: int | None = None) -> Path:
     """The encoder and heads at ``state.step`` as a loadable checkpoint with a run.json whose status is
     ``snapshot`` (never taken for a finished run), its tokens, FLOPs and held-out metrics; written atomically, so
     a run resumed from before it writes the same snapshot again."""
@@ -191,7 +191,9 @@ def write_snapshot(out: Path, model, tokenizer, cfg: ExperimentConfig, state: Tr
     tokenizer.save_pretrained(str(tmp))
     run = {"status": "snapshot", "config": cfg.to_dict(), "code_version": code_version(), "steps": state.step,
            "planned_steps": planned_steps, "tokens_seen": state.tokens_seen, "train_flops": state.flops,
-           "epochs": epochs, "wall_time_s": state.wall_time_s, "intrinsic": dict(metrics)}
+           "epochs": epochs, "wall_time_s": state.wall_time_s, "intrinsic": dict(metrics),
+           # optim.schedule=wsd: the step the decay branch left the run at (None: the run's own state at ``steps``)
+           "branched_at": branched_at}
     (tmp / "run.json").write_text(json.dumps(_json_safe(run), indent=2, sort_keys=True, allow_nan=False))
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)

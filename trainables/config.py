@@ -240,9 +240,20 @@ class OptimConfig:
     grad_clip: float = 1.0
     phase2_steps: int = 0  # BERT's second phase at a longer sequence length (counted in max_steps)
     phase2_seq_len: int = 512
+    # linear: warmup, then a linear decay to 0 over the rest (BERT's). wsd: warmup, the peak rate held, then a
+    # linear decay over the last decay_frac of the steps (warmup-stable-decay); its snapshots (run.snapshots) are
+    # then decay branches, each a run that ends its schedule at its budget.
+    schedule: str = "linear"
+    decay_frac: float = 0.2  # wsd: the share of the steps in the final decay (Hägele et al. 2024: ~20%)
+
+    def decay_steps(self, total: int) -> int | None:
+        """wsd: the steps of the final decay of a run of ``total`` steps (None for linear)."""
+        return total - round((1.0 - self.decay_frac) * total) if self.schedule == "wsd" else None
 
     def __post_init__(self):
         require(self.lr > 0, f"optim.lr={self.lr} must be > 0")
+        choice("optim.schedule", self.schedule, ("linear", "wsd"))
+        require(0.0 < self.decay_frac <= 1.0, f"optim.decay_frac={self.decay_frac} must be in (0, 1]")
         require(self.weight_decay >= 0, f"optim.weight_decay={self.weight_decay} must be >= 0")
         require(0.0 <= self.warmup_frac < 1.0, f"optim.warmup_frac={self.warmup_frac} must be in [0, 1)")
         require(self.batch_size >= 1, f"optim.batch_size={self.batch_size} must be >= 1")

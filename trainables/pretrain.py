@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import json
@@ -52,7 +53,7 @@ from trainables.objectives import OBJECTIVES, VARIANTS, get_objective, total_los
 from trainables.presets import PRESETS, build_config, check_epochs
 from trainables.runtime import autocast as build_autocast
 from trainables.runtime import (build_adamw, current_allocator, enable_tf32, resolve_device, resolve_precision,
-                                set_allocator, use_deterministic_kernels)
+                                set_allocator, use_deterministic_kernels, wsd_lambda)
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()  # "Writing model shards" bars would drown the run's own progress
@@ -130,7 +131,7 @@ def build_optimizer(model: torch.nn.Module, cfg: ExperimentConfig, total_steps: 
     o = cfg.optim
     total = o.max_steps if total_steps is None else total_steps
     return build_adamw(model, lr=o.lr, weight_decay=o.weight_decay, warmup_steps=int(o.warmup_frac * total),
-                       total_steps=total, betas=(o.beta1, o.beta2), eps=o.eps)
+                       total_steps=total, betas=(o.beta1, o.beta2), eps=o.eps, decay_steps=o.decay_steps(total))
 
 
 def _tensorboard(out_dir: Path, cfg: ExperimentConfig, rank: int, logdir: str | None):
@@ -199,9 +200,9 @@ def run_pretraining(cfg: ExperimentConfig, out_dir: str | os.PathLike, report: R
         log.info("resuming %s at step %d", out, state.step)
     run = _Run(cfg, out, model, opt, sched, data, _tensorboard(out, cfg, rank, tensorboard_dir),
                report or (lambda metrics, checkpoint_dir=None: None), rank, dev, budget.planned_steps, budget, world,
-               cfg.run.snapshot_steps(budget.planned_steps) if cfg.objective.variant != "none" else ())
-    module = _training_module(model, cfg, world)
-    autocast = lambda: build_autocast(dev, cfg.run.precision)  # noqa: E731
+               snapshot_points(cfg, budget.planned_steps) if cfg.objective.variant != "none" else ())
+    run.module, run.autocast = _training_module(model, cfg, world), lambda: build_autocast(dev, cfg.run.precision)
+    module, autocast = run.module, run.autocast
     model.train()
     precision = resolve_precision(dev, cfg.run.precision)
     log.info("pretraining %s: %d parameters, %d steps on %s in %s (%s; rank %d of %d)%s; allocator %s (%s)",
@@ -292,7 +293,9 @@ class _Run:
     steps: int
     budget: Budget
     world: int = 1
-    snapshot_steps: tuple[int, ...] = ()
+    snapshot_points: tuple["SnapshotPoint", ...] = ()
+    module: object = None  # the training forward (DDP / compiled wrapper of model)
+    autocast: object = None
     meter: dict = dataclasses.field(default_factory=dict)  # losses summed on the device since the last log
     window: list = dataclasses.field(default_factory=lambda: [0, 0, time.perf_counter()])  # tokens, steps, t0
 
@@ -311,6 +314,33 @@ class _Run:
                                      f"({', '.join(f'{k}={v:.4g}' for k, v in losses.items())})")
         return losses
 
+    def _branch(self, state: TrainState, point: "SnapshotPoint") -> None:
+        """optim.schedule=wsd: from this step, the decay of a run of ``point.budget`` steps on the batches that run
+        trains (the same ones this run trains next), kept as the snapshot; then the weights, the optimizer and the
+        generators are put back, so this run trains on as if no branch had been made."""
+        cfg, o = self.cfg, self.cfg.optim
+        weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        optimizer = copy.deepcopy(self.opt.state_dict())
+        decay = wsd_lambda(int(o.warmup_frac * self.steps), point.budget, point.budget - point.at)
+        sched = torch.optim.lr_scheduler.LambdaLR(self.opt, decay, last_epoch=point.at - 1)
+        active = [get_objective(n) for n in cfg.objective.active]
+        tokens, flops, pos = state.tokens_seen, state.flops, state_position(state)
+        with torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else []):
+            for at, batch in Loader(self.data.steps, pos, point.budget, workers=cfg.data.loader_workers,
+                                    pin=self.device.type == "cuda", rank=self.rank, world=self.world, accum=o.grad_accum):
+                flops += step_cost("flops", cfg, active, batch.shape, batch.n_tokens, self.data.sp.vocab_size)
+                tokens += batch.n_tokens
+                train_step(self.module, self.opt, sched, cfg, batch, {}, self.device, self.autocast)
+                pos = self.data.steps.next(at)
+            raw = evaluate_intrinsic(self.model, self.data.eval_sets, self.device)
+        if self.rank == 0:
+            end = TrainState(pos.step, pos.phase, pos.epoch, pos.batch, tokens, state.wall_time_s, flops)
+            write_snapshot(self.out, self.model, self.data.tokenizer, cfg, end, self.data.steps.epochs_made(pos), raw,
+                           self.steps, branched_at=point.at)
+        self.model.load_state_dict(weights)
+        self.opt.load_state_dict(optimizer)
+        self.opt.zero_grad(set_to_none=True)
+
     def _rng_kept(self, keep: bool):
         """An evaluation made only for a snapshot leaves the generators as it found them (ELECTRA's metrics
         sample), so a run with snapshots trains the same bits as one without."""
@@ -319,7 +349,9 @@ class _Run:
         return torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else [])
 
     def end_of_step(self, state: TrainState, tokens: int, last: bool) -> None:
-        todo = step_end(state.step, last, self.cfg.run, self.snapshot_steps)
+        points = {p.at: p for p in self.snapshot_points}
+        todo = step_end(state.step, last, self.cfg.run, tuple(points))
+        point = points.get(state.step)
         self.window[0] += tokens
         self.window[1] += 1
         metrics: dict = {"step": state.step}
@@ -337,8 +369,10 @@ class _Run:
             _log_scalars(self.tb, intrinsic, state.step)
             epochs = self.data.steps.epochs_made(state_position(state))
             metrics.update(tokens_seen=state.tokens_seen, epoch=epochs, wall_time_s=state.wall_time_s, **intrinsic)
-            if todo.snapshot and self.rank == 0:
+            if todo.snapshot and point.budget == point.at and self.rank == 0:
                 write_snapshot(self.out, self.model, self.data.tokenizer, self.cfg, state, epochs, raw, self.steps)
+        if todo.snapshot and point.budget != point.at:
+            self._branch(state, point)
         ckpt = None
         if todo.checkpoint:
             rngs = _rng_states(self.world, self.device)  # a collective: every rank checkpoints at the same step
@@ -347,6 +381,31 @@ class _Run:
                                              rng_states=rngs))
         if todo.evaluate or ckpt or (todo.log and not last):
             self.report(metrics, ckpt)
+
+
+class SnapshotPoint(NamedTuple):
+    """A snapshot (run.snapshots): taken at step ``at`` of the run, standing for a run of ``budget`` steps (the same
+    with optim.schedule=linear, a mid-run state; with wsd, ``at`` is where that run's decay starts, and the
+    snapshot is its end)."""
+
+    at: int
+    budget: int
+
+
+def snapshot_points(cfg: ExperimentConfig, planned_steps: int) -> tuple[SnapshotPoint, ...]:
+    """The run's snapshots: at each share of ``run.snapshots`` of its planned steps; with optim.schedule=wsd, each
+    a decay branch that starts where a WSD run of that many steps starts its decay."""
+    budgets = cfg.run.snapshot_steps(planned_steps)
+    if cfg.optim.schedule != "wsd":
+        return tuple(SnapshotPoint(k, k) for k in budgets)
+    warmup = int(cfg.optim.warmup_frac * planned_steps)
+    points = tuple(SnapshotPoint(k - cfg.optim.decay_steps(k), k) for k in budgets)
+    for p in points:
+        if p.at < max(warmup, 1) or p.at >= p.budget:
+            raise ConfigError(f"run.snapshots={cfg.run.snapshots!r}: the snapshot of {p.budget} steps would start its "
+                              f"decay at step {p.at}, inside the warmup ({warmup} steps) or with no decay step; "
+                              "allowed: later shares, or a larger optim.decay_frac")
+    return points
 
 
 def _rng_states(world: int, device: torch.device) -> list:
@@ -379,7 +438,7 @@ def _finish(run: _Run, state: TrainState) -> RunResult:
                          planned_steps=run.budget.planned_steps,
                          masked_per_step=step_counts(d.steps, state.step).masked_per_step,
                          precision=precision.name, precision_why=precision.why,
-                         snapshot_steps=list(run.snapshot_steps),
+                         snapshot_steps=[p.budget for p in run.snapshot_points],
                          allocator=allocator.name, allocator_why=allocator.why)
     if run.tb is not None:
         run.tb.close()

@@ -85,15 +85,33 @@ def trial_device(assigned_gpu_ids: Sequence[str | int], requested: str = "auto")
     return torch.device(f"cuda:{index}")
 
 
+def wsd_lambda(warmup_steps: int, total_steps: int, decay_steps: int):
+    """Warmup-stable-decay (Hu et al. 2024, MiniCPM; Hägele et al. 2024): linear warmup, the peak rate held, then
+    a linear decay to 0 over the last ``decay_steps``. Its first ``total_steps - decay_steps`` steps do not depend
+    on ``total_steps``, so a run can branch off into the decay of any shorter run it passes (run.snapshots)."""
+    start = total_steps - decay_steps
+
+    def factor(i: int) -> float:
+        if i < warmup_steps:
+            return i / max(warmup_steps, 1)
+        if i < start:
+            return 1.0
+        return max(total_steps - i, 0) / max(decay_steps, 1)
+    return factor
+
+
 def build_adamw(model: torch.nn.Module, *, lr: float, weight_decay: float, warmup_steps: int, total_steps: int,
-                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
-    """AdamW without weight decay on biases and LayerNorm; linear warmup then linear decay to 0."""
+                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, decay_steps: int | None = None):
+    """AdamW without weight decay on biases and LayerNorm; linear warmup then linear decay to 0 over the rest, or
+    with ``decay_steps`` over the last that many (``wsd_lambda``)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
     fused = all(p.device.type in ("cpu", "cuda") for p in decay + no_decay)  # one kernel where torch has it
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=betas, eps=eps, fused=fused or None, foreach=None if fused else True)
+    if decay_steps is not None:
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, wsd_lambda(warmup_steps, max(total_steps, 1), decay_steps))
     return opt, get_linear_schedule_with_warmup(opt, warmup_steps, max(total_steps, 1))
 
 

@@ -93,3 +93,30 @@ def test_none_keeps_no_snapshot_and_bad_shares_are_one_line_errors(tmp_path):
             _cfg(tmp_path, "mlm_only", f"run.snapshots={bad}")
     assert build_config("smoke", "mlm_only", ["run.snapshots=0.0625,0.125,0.25,0.5"]).run.snapshot_steps(1600) == \
         (100, 200, 400, 800)
+
+
+def test_under_wsd_a_snapshot_is_a_run_that_ends_its_schedule_at_its_budget(tmp_path):
+    """optim.schedule=wsd: the snapshot at half of a 20-step run is, bit for bit, a 10-step WSD run with the same
+    warmup steps (its decay branch: steps 6-9 at a decaying rate on the batches the long run trains there); the
+    long run trains exactly what it trains without the branch."""
+    long = ["optim.schedule=wsd", "optim.decay_frac=0.4", "optim.max_steps=20", "optim.warmup_frac=0.1"]
+    run_pretraining(_cfg(tmp_path, "mlm_only", *long, "run.snapshots=0.5"), tmp_path / "long")
+    (snap,) = snapshots_of(tmp_path / "long")
+    assert (snap["steps"], snap["branched_at"]) == (10, 6)
+    short = run_pretraining(_cfg(tmp_path, "mlm_only", "optim.schedule=wsd", "optim.decay_frac=0.4",
+                                 "optim.max_steps=10", "optim.warmup_frac=0.2"), tmp_path / "short")
+    assert _equal(_weights(Path(snap["path"])), _weights(tmp_path / "short"))
+    assert snap["tokens_seen"] == short.tokens_seen
+    assert repr(snap["intrinsic"]["mlm_acc"]) == repr(short.metrics["mlm_acc"])
+    run_pretraining(_cfg(tmp_path, "mlm_only", *long), tmp_path / "plain")
+    assert _equal(_weights(tmp_path / "long"), _weights(tmp_path / "plain"))
+    # the branch decays: a mid-run state at step 10 (no branch) is another encoder
+    run_pretraining(_cfg(tmp_path, "mlm_only", "optim.max_steps=20", "optim.warmup_frac=0.1", "run.snapshots=0.5"),
+                    tmp_path / "linear")
+    assert not _equal(_weights(tmp_path / "linear" / "snapshots" / "step-0000010"), _weights(Path(snap["path"])))
+
+
+def test_a_wsd_snapshot_inside_the_warmup_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="inside the warmup"):
+        run_pretraining(_cfg(tmp_path, "mlm_only", "optim.schedule=wsd", "optim.max_steps=40", "optim.warmup_frac=0.5",
+                             "run.snapshots=0.25"), tmp_path / "r")
