@@ -92,7 +92,7 @@ def _command(tmp_path, *extra, storage=None):
     # (docs/benchmarks.md). The search still runs, is resumed and exported; the autoscaling sweep measures a mix.
     return [sys.executable, str(REPO / "sweeps" / "objective_weights.py"), "--preset", "smoke", "--storage",
             str(storage or tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner",
-            "--no-measure-best-mix", *extra]
+            "--no-measure-best-mix", "--modes", "finetune,probe", "--set", "run.snapshots=0.5", *extra]
 
 
 def _sweep(tmp_path, *extra):
@@ -133,8 +133,13 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     assert set(measure.variant) >= {"full", "mlm_only", "nsp_only", "none"}
     assert (measure.status == "completed").all()
     assert set(runs[runs.phase == "search"].status) <= {"completed", "stopped_early", "failed"}
-    assert set(evals.task) == {"sentiment", "ner"} and set(evals.run_id) == set(measure.run_id)
-    assert len(preds) > 0 and set(preds.run_id) == set(measure.run_id)
+    # every pretrained run kept its snapshot at half its steps, resumed or not, and the probe read it
+    snaps = runs[runs.phase == "snapshot"]
+    assert set(snaps.snapshot_of) == set(measure.loc[measure.variant != "none", "run_id"]) and (snaps.steps == 4).all()
+    assert set(evals.task) == {"sentiment", "ner"} and set(evals.run_id) == set(measure.run_id) | set(snaps.run_id)
+    assert set(evals.loc[evals.run_id.isin(snaps.run_id), "mode"]) == {"probe"}
+    assert len(preds) > 0 and set(preds.run_id) == set(measure.run_id) | set(snaps.run_id)
+    assert "## Effects over pretraining tokens" in (tmp_path / "s" / "report" / "contributions.md").read_text()
     assert ",mean,full," in (tmp_path / "s" / "report" / "contributions.csv").read_text()  # the report was written
     _check_tensorboard(tmp_path / "s", set(measure.run_id), set(evals.task))
 
