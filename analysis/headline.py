@@ -67,7 +67,7 @@ def _stage(c: Contributions) -> str:
     if not c.mlm_acc or max(c.mlm_acc.values()) >= WORD_FREQUENCY_STAGE:
         return ""
     accs = ", ".join(f"{v} {a:.1%}" for v, a in c.mlm_acc.items())
-    longer = ("on two cores: --preset cpu-long, ~30 M tokens per run, about an hour"
+    longer = ("on two cores: --preset cpu-long, ~30 M tokens per run, over an hour"
               if c.preset in ("", "smoke", "cpu-small") else "--set optim.max_steps=... on a larger budget")
     return (f"The encoders learned little beyond word frequencies (held-out MLM accuracy {accs}; below "
             f"{WORD_FREQUENCY_STAGE:.0%}), so at this budget no objective is expected to show an effect on real "

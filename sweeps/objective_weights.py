@@ -42,7 +42,7 @@ DEFAULTS = {
     # scores differ by noise at this budget; measuring its mix would add 3 runs and 3 fine-tunings (a fifth of
     # the measure and fine-tuning phases), so it is opt-in here.
     "cpu-small": dict(num_samples=2, measure_best_mix=False, check=True),
-    # Two cores, about an hour: no search; MLM's effect over none alone (mlm_only; none costs no pretraining) over six
+    # Two cores, over an hour: no search; MLM's effect over none alone (mlm_only; none costs no pretraining) over six
     # pretraining seeds, each run ~30 M tokens, past where the effect first shows on real text (docs/presets.md).
     # Three seeds of full and mlm_only left it borderline; NSP's loss effect needs full and mlm_pairs too: --variants
     # full,mlm_only,mlm_pairs,none (18 pretraining runs at six seeds: a GPU's job).

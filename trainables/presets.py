@@ -5,7 +5,7 @@
     smoke       seconds, for tests: a 2-layer hidden-32 BERT, 8 steps
     cpu-small   the laptop default: hidden 128, 2 layers, vocabulary 8,192, sequence 128 (docs/presets.md)
     cpu-long    cpu-small's model pretrained 50x longer, mlm_only and none over six seeds, fine-tuned at the rate
-                chosen on dev: about an hour
+                chosen on dev: over an hour
     gpu-quick   one H200-class GPU in a quarter hour: bert-mini width, several trials sharing the GPU
     known-answer   the instrument check on the planted language (sweeps/known_answer.py): its gate ~5 min on 2 cores
     bert-mini, bert-small, bert-base   the published BERT family sizes, for GPU clusters
