@@ -126,7 +126,7 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
     k = len(points)
     head = [f"{tokens_text(p.tokens)}{' (end)' if p.final else ''}" for p in points]
     out = ["## Effects over pretraining tokens", "",
-           f"Each contrast at the {k - 1} snapshot(s) the runs kept (`run.snapshots`, read by the probe) and at their "
+           f"Each contrast at the {k - 1} snapshot{'' if k == 2 else 's'} the runs kept (`run.snapshots`, read by the probe) and at their "
            f"end, by the mean tokens the pretrained runs had seen. `*`: resolved under the rule across points (Holm "
            f"within the family at each point, at 0.05/{k}: analysis/curves.py); a snapshot is the run part-way "
            "through its schedule, not a run that ends there. Plot: contributions_curves.png.", ""]

@@ -204,8 +204,10 @@ def _not_said(c: Contributions, done: list[ContrastEstimate]) -> list[str]:
         out.append(f"Intervals from fewer than 3 pretraining seeds are not reliable; "
                    f"{count(c.budget.pretrain_seeds, 'seed') if c.budget else 'too few seeds'} ran.")
     if c.not_learned:
-        out.append(f"{count(len(c.not_learned), 'task')} {'was' if len(c.not_learned) == 1 else 'were'} not learned at this budget ({', '.join(c.not_learned)}): no "
-                   "variant, none included, beat the chance baseline on dev, so they say nothing about the objectives.")
+        one = len(c.not_learned) == 1
+        out.append(f"{count(len(c.not_learned), 'task')} {'was' if one else 'were'} not learned at this budget "
+                   f"({', '.join(c.not_learned)}): no variant, none included, beat the chance baseline on dev, so "
+                   f"{'it says' if one else 'they say'} nothing about the objectives.")
     return out
 
 

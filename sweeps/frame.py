@@ -187,7 +187,7 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         init_ray(args)
         t_prep = time.time()
         if not args.quiet:
-            print(f"data: preparing the {cfg.data.corpus} corpus and {len(ctx.tasks)} task(s) (once per corpus)",
+            print(f"data: preparing the {cfg.data.corpus} corpus and {len(ctx.tasks)} task{'' if len(ctx.tasks) == 1 else 's'} (once per corpus)",
                   flush=True)
         prepare_data(cfg, ctx.tasks, root=root)
         ctx.progress.times["prepare"] = [t_prep, time.time()]

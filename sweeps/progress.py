@@ -54,7 +54,7 @@ class Progress(tune.Callback):
         self._c()
         if not self.live and not self.verbose:
             planned = self.planned.get(phase)
-            self._say(f"{total} trial(s)" + (f", planned {planned / 60:.1f} min" if planned else ""))
+            self._say(f"{total} trial{'' if total == 1 else 's'}" + (f", planned {planned / 60:.1f} min" if planned else ""))
         if self.live:
             from tqdm import tqdm
 

@@ -196,7 +196,7 @@ def announce(ctx: Context) -> str:
         raise ConfigError(f"--num-samples {a.num_samples} --top {a.top} --seeds {a.seeds}: each must be at least 1")
     return (f"recipe search {a.name}: preset {a.preset}, variant {a.variant}, {budget_tokens(ctx.cfg, a) / 1e6:.3g} M "
             f"token slots per run; {a.num_samples} search trials, then the baseline and the best {a.top} at "
-            f"{a.seeds} seed(s)")
+            f"{a.seeds} seed{'' if a.seeds == 1 else 's'}")
 
 
 def measured(ctx: Context):

@@ -41,7 +41,7 @@ def test_a_log_file_gets_a_line_per_phase_and_per_ended_trial_and_verbose_every_
     lines = out.getvalue().splitlines()
     # phase start, the four ends (finished, failed, stopped, and the lost worker), phase end; no 'started'
     assert "\r" not in out.getvalue() and len(lines) == 6 and "started" not in out.getvalue()
-    assert lines[0].split("] ")[1] == "measure  4 trial(s), planned 10.0 min"
+    assert lines[0].split("] ")[1] == "measure  4 trials, planned 10.0 min"
     assert lines[-1].split("] ")[1].startswith("measure  done in 0.0 min: 1 finished, 1 stopped, 1 failed")
     assert "full-s0 finished step=200\n" in out.getvalue()
     assert "mlm_only-s0 lost its worker; retried from its last checkpoint" in out.getvalue()
