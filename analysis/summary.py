@@ -84,6 +84,7 @@ def sanity(c: Contributions) -> tuple[str, dict[str, bool | None]]:
     avg = [t for t in c.tasks if t.startswith("average")]
     vs_none = [(t, v, c.means[(t, v)].estimate - c.means[(t, "none")].estimate) for t in avg
                for v in c.variants if v != "none" and (t, v) in c.means and (t, "none") in c.means]
+    vs_none = [x for x in vs_none if np.isfinite(x[2])]  # a row whose fine-tunings were all left out has no mean
     if vs_none:
         t, v, d = max(vs_none, key=lambda x: x[2])
         facts["beats_none"] = d > 0
@@ -137,7 +138,7 @@ def detects(c: Contributions) -> str:
 
 def next_step(c: Contributions, facts: dict[str, bool | None]) -> str:
     if facts.get("mlm_past_frequencies") is False:
-        longer = ("python sweeps/objective_weights.py --preset cpu-long (about an hour on two cores)"
+        longer = ("python sweeps/objective_weights.py --preset cpu-long (over an hour on two cores)"
                   if c.preset in ("", "smoke", "cpu-small") else "a longer pretraining budget (--set optim.max_steps=...)")
         return _line("Next", f"train longer: {longer}; more seeds cannot help while the encoders hold only word "
                              "frequencies")

@@ -107,3 +107,11 @@ def test_next_asks_for_the_seeds_a_typical_open_cell_needs_and_how_to_add_them(t
                        variant_jitter={"mlm_only": (-0.03, 0.0, 0.03), "full": (0.03, -0.03, 0.0)})
     t = _summary(tie, runs={"mlm_acc": 0.2})
     assert "larger scale" in t["next"] and "near zero" in t["next"] and "--first-seed" not in t["next"]
+
+
+def test_sanity_never_names_a_variant_whose_average_was_left_out(tmp_path):
+    """full's fine-tunings all predicted one label, so its fine-tuned average has no mean: the best variant against
+    none is read among the others, not printed as '+nan' (the default's own summary once said 'best: full +nan')."""
+    root = write_export(tmp_path / "e", {"full": 0.7, "mlm_only": 0.7, "none": 0.6}, majority=("full",))
+    s = _summary(root, runs={"mlm_acc": 0.2})
+    assert "nan" not in s["sanity"] and "pretraining beats none OK (best: mlm_only +0.100" in s["sanity"]
