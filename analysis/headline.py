@@ -201,8 +201,10 @@ def _not_said(c: Contributions, done: list[ContrastEstimate]) -> list[str]:
     if len(done) < len(c.contrasts):
         out += [s for s in (_power_sentence(c, done),) if s]
     if any(not e.interval.reliable for e in c.contrasts):
-        out.append(f"Intervals from fewer than 3 pretraining seeds are not reliable; "
-                   f"{count(c.budget.pretrain_seeds, 'seed') if c.budget else 'too few seeds'} ran.")
+        seeds = c.budget.pretrain_seeds if c.budget else 0
+        out.append(f"Intervals from fewer than 3 pretraining seeds are not reliable; {count(seeds, 'seed')} ran."
+                   if seeds < 3 else "Cells marked unreliable have fewer than 3 pretraining seeds left (the others' "
+                   "fine-tunings predicted one label and were left out): their intervals are not reliable.")
     if c.not_learned:
         one = len(c.not_learned) == 1
         out.append(f"{count(len(c.not_learned), 'task')} {'was' if one else 'were'} not learned at this budget "
@@ -240,4 +242,5 @@ def headline(c: Contributions, check: dict | None = None) -> list[str]:
     if collapsed:
         out.append(f"Collapsed encoders ({', '.join(collapsed)}): contrasts against them are not credited to the "
                    "other objective.")
-    return out + [s for s in (_what_would(c, tag),) if s]
+    # at the word-frequency stage more seeds cannot resolve anything: the stage sentence already says what would
+    return out + [s for s in (_what_would(c, tag),) if s and not _stage(c)]

@@ -209,3 +209,22 @@ def test_the_headline_gives_the_checks_verdict_once_per_contrast_and_counts_each
     pos = sum(resolved(e) and e.interval.estimate > 0 for e in prim)
     neg = sum(resolved(e) and e.interval.estimate < 0 for e in prim)
     assert f"{pos} resolved positive, {neg} negative" in text
+
+
+def test_at_the_word_frequency_stage_the_headline_does_not_advise_more_seeds(tmp_path):
+    """More seeds cannot resolve anything while the encoders hold word frequencies: the headline's 'largest open
+    difference ... would take ~N seeds' is left out there (the summary's Next names the longer preset instead)."""
+    from analysis.contributions import estimate_contributions
+    from analysis.export import load_export
+    from analysis.headline import headline
+
+    means = {"full": 0.62, "mlm_only": 0.61, "mlm_pairs": 0.615, "nsp_only": 0.6, "none": 0.6}
+    root = write_export(tmp_path / "e", means, n_examples=200, variant_jitter={"full": (0.05, -0.05, 0.0)})
+
+    def sentences(acc):
+        runs = pd.read_parquet(root / "runs.parquet")
+        runs.assign(mlm_acc=acc).to_parquet(root / "runs.parquet")
+        return headline(estimate_contributions(load_export(root), np.random.default_rng(0), n_boot=100))
+
+    assert any("largest open difference" in s for s in sentences(0.31))
+    assert not any("largest open difference" in s for s in sentences(0.05))
