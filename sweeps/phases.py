@@ -146,31 +146,24 @@ def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: li
         print("no completed measurement run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
         return measure, None
-    finetune = run_phase(finetune_phase(measured, tasks, args, root, completed_snapshots(measure)), root, args,
-                         progress)
+    snapshots = [k for m in measured for k in m["snapshots"]]
+    finetune = run_phase(finetune_phase(measured, tasks, args, root, snapshots), root, args, progress)
     return measure, finetune
 
-def completed_snapshots(measure_grid) -> list[dict]:
-    """The snapshots (run.snapshots) of every completed measurement run, as fine-tuning inputs: run_id
-    ``<run>@<step>``, the run's config, the snapshot's checkpoint."""
+
+def completed_measurements(measure_grid) -> list[dict]:
+    """The completed measurement runs as fine-tuning inputs (run_id, config, checkpoint), each with the snapshots
+    it kept (run.snapshots) as inputs of their own, ``<run>@<step>`` with the snapshot's checkpoint."""
     from sweeps.export import snapshot_rows
 
     out = []
     for r in measure_grid:
         row = run_row(r, "measure")
         if row["status"] == "completed":
-            out += [{"run_id": s["run_id"], "cfg": r.config["spec"]["cfg"], "checkpoint": s["checkpoint"]}
-                    for s in snapshot_rows(row)]
-    return out
-
-
-def completed_measurements(measure_grid) -> list[dict]:
-    out = []
-    for r in measure_grid:
-        row = run_row(r, "measure")
-        if row["status"] == "completed":
             spec = r.config["spec"]
-            out.append({"run_id": spec["run_id"], "cfg": spec["cfg"], "checkpoint": row["checkpoint"]})
+            out.append({"run_id": spec["run_id"], "cfg": spec["cfg"], "checkpoint": row["checkpoint"],
+                        "snapshots": [{"run_id": k["run_id"], "cfg": spec["cfg"], "checkpoint": k["checkpoint"]}
+                                      for k in snapshot_rows(row)]})
         else:
             log.warning("measurement run %s is %s (%s): it gets no fine-tuning", row["run_id"], row["status"],
                         row["stop_reason"])

@@ -325,7 +325,7 @@ class _Run:
         sched = torch.optim.lr_scheduler.LambdaLR(self.opt, decay, last_epoch=point.at - 1)
         active = [get_objective(n) for n in cfg.objective.active]
         tokens, flops, pos = state.tokens_seen, state.flops, state_position(state)
-        with torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else []):
+        with self._rng_kept(True):
             for at, batch in Loader(self.data.steps, pos, point.budget, workers=cfg.data.loader_workers,
                                     pin=self.device.type == "cuda", rank=self.rank, world=self.world, accum=o.grad_accum):
                 flops += step_cost("flops", cfg, active, batch.shape, batch.n_tokens, self.data.sp.vocab_size)
