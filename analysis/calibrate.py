@@ -393,7 +393,7 @@ def build_pool(out: str, preset: str, variant: str, overrides: Sequence[str], ke
             done.append(pool_run(*a))
             log.info("pool run %s: %.0f s", run_id(variant, a[4]), time.perf_counter() - t0)
     root = str(Path(out).resolve())
-    export(root, measure_grid=[d[0] for d in done], finetune_grid=[f for d in done for f in d[1]])
+    export(root, {"measure": [d[0] for d in done], "finetune": [f for d in done for f in d[1]]})
     return load_export(Path(root) / "export"), {k: run_id(variant, k) for k in keys}
 
 

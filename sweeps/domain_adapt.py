@@ -134,8 +134,9 @@ def run(ctx: Context):
     if not measured or not args.finetune_seeds:  # Tune cannot run an empty grid
         print("no completed pretraining run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
-        return None, measure, None
-    return None, measure, run_phase(finetune_phase(measured, ctx.tasks, args, ctx.root), ctx.root, args, ctx.progress)
+        return {"measure": measure}
+    return {"measure": measure,
+            "finetune": run_phase(finetune_phase(measured, ctx.tasks, args, ctx.root), ctx.root, args, ctx.progress)}
 
 
 # ------------------------------------------------------------------ report

@@ -159,18 +159,24 @@ def write_table(table: pa.Table, root: str, name: str) -> str:
     return final
 
 
-def export(root: str, search_grid=None, measure_grid=None, finetune_grid=None) -> str:
-    """Write the three tables, the data dictionary (export/README.md) and the TensorBoard HParams view."""
+def export(root: str, grids: dict | None = None) -> str:
+    """Write the three tables, the data dictionary (export/README.md) and the TensorBoard HParams view from each
+    phase's results (``grids``: phase name -> Tune results, ``sweeps.phases.PHASES`` says which table each fills)."""
+    from sweeps.phase_kinds import PHASES
     from trainables.checkpoint import code_version
     from trainables.intrinsic import metric_columns
     from trainables.objectives import OBJECTIVES
 
+    grids = grids or {}
+    unknown = sorted(set(grids) - set(PHASES))
+    if unknown:
+        raise ValueError(f"export: unknown phases {unknown}; allowed: {', '.join(PHASES)}")
     version = code_version()
-    measured = [run_row(r, "measure") for r in (measure_grid or [])]
-    rows = ([run_row(r, "search") for r in (search_grid or [])] + measured
-            + [s for row in measured if row["status"] == "completed" for s in snapshot_rows(row)])
+    rows = [run_row(r, name) for name, kind in PHASES.items() if kind.rows == "runs" for r in (grids.get(name) or [])]
+    rows += [s for row in rows if row["phase"] == "measure" and row["status"] == "completed" for s in snapshot_rows(row)]
     runs = schema.build_table("runs", rows, tuple(OBJECTIVES), version, metric_columns())
-    evals, preds, failed = finetune_tables(finetune_grid or [])
+    evals, preds, failed = finetune_tables([r for name, kind in PHASES.items() if kind.rows == "evals"
+                                            for r in (grids.get(name) or [])])
     if failed:
         log.warning("%d fine-tuning trials failed; their rows are missing from evals.parquet", failed)
     from trainables.finetune.api import select_tables
@@ -196,6 +202,38 @@ def write_text(text: str, root: str, name: str) -> str:
     with fs.open_output_stream(f"{base}/export/{name}") as f:
         f.write(text.encode())
     return f"{base}/export/{name}"
+
+
+def write_curves(points, logdir: str) -> list[str]:
+    """TensorBoard's view of the report's curves (``analysis.curves``): one stream per contrast under ``logdir``,
+    per task row its estimate and the ends of its interval at each point, the step being the pretraining tokens
+    (TensorBoard's horizontal axis), and 1 where the cell is resolved under the rule across points. Rewritten whole
+    with the report; returns the streams written."""
+    import re
+    import shutil
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from analysis.curves import curve_rows
+
+    shutil.rmtree(logdir, ignore_errors=True)
+    by_contrast: dict[str, list] = {}
+    for row in curve_rows(list(points), None):
+        by_contrast.setdefault(row.contrast, []).append(row)
+    streams = []
+    for contrast, rows in by_contrast.items():
+        stream = f"{logdir}/{re.sub(r'[^A-Za-z0-9_.]+', '_', contrast).strip('_')}"
+        writer = SummaryWriter(log_dir=stream)
+        for row in rows:
+            tag = re.sub(r"[^A-Za-z0-9_.]+", "_", row.task).strip("_")
+            for tokens, est, resolved in row.points:
+                step = int(round(tokens))
+                for name, value in (("estimate", est.interval.estimate), ("lo", est.interval.lo),
+                                    ("hi", est.interval.hi), ("resolved", float(resolved))):
+                    writer.add_scalar(f"{tag}/{name}", float(value), global_step=step)
+        writer.close()
+        streams.append(stream)
+    return streams
 
 
 def write_hparams(runs, evals, logdir: str) -> None:
@@ -250,12 +288,15 @@ def export_from_experiment(root: str) -> str:
 
     from trainables.tune_adapters import finetune_trainable, pretrain_trainable
 
+    from sweeps.phase_kinds import PHASES
+
+    trainables = {"pretrain": pretrain_trainable, "finetune": finetune_trainable}
     grids = {}
-    for name, trainable in (("search", pretrain_trainable), ("measure", pretrain_trainable),
-                            ("finetune", finetune_trainable)):
+    for name, kind in PHASES.items():
         path = f"{root}/{name}"
-        grids[name] = tune.Tuner.restore(path, trainable).get_results() if tune.Tuner.can_restore(path) else None
-    return export(root, grids["search"], grids["measure"], grids["finetune"])
+        if tune.Tuner.can_restore(path):
+            grids[name] = tune.Tuner.restore(path, trainables[kind.trainable]).get_results()
+    return export(root, grids)
 
 def main(argv: list[str] | None = None) -> int:
     from sweeps.runner import configure_logging, reset_logging

@@ -2,13 +2,17 @@
 report. A script is a ``Sweep``: its run function (the phases it runs) and, where it differs from the
 default, how it parses its arguments, builds its config, announces itself and reports.
 
-    SWEEP = Sweep("variants", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args)
+    SWEEP = Sweep("variants", __doc__, defaults=DEFAULTS, extra_args=_extra_args, measured=measured)
     def main(argv=None): return sweep_main(SWEEP, argv)
+
+Its phases are ``sweeps.phases.PHASES``: a script that declares only what it measures (``measured``) runs the
+measurement grid and its reads (``sweeps.phases.measure_and_read``), and its plan is built from the same list.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -111,6 +115,10 @@ def final_report(root: str, out=None, check: dict | None = None) -> str | None:
     report = build_report(export_dir, check=check)
     print(format_table(report), file=out)
     paths = write_report(report, f"{root}/report")
+    if report.curves:  # the report's curves in TensorBoard too, beside the runs' streams
+        from sweeps.export import write_curves
+
+        write_curves(report.curves, f"{root}/tensorboard/curves")
     return str(Path(paths[0]).parent) if paths else None
 
 
@@ -131,12 +139,13 @@ def default_announce(ctx: Context) -> str:
 
 @dataclass(frozen=True)
 class Sweep:
-    """One sweep script. ``run(ctx)`` runs its phases and returns the (search, measure, finetune) grids."""
+    """One sweep script. ``run(ctx)`` runs its phases and returns their results by phase name
+    (``sweeps.phases.PHASES``); without one, the sweep measures what ``measured`` declares and reads it."""
 
     script: str
     doc: str
-    run: Callable[[Context], tuple]
-    defaults: dict[str, dict]
+    run: Callable[[Context], dict] | None = None
+    defaults: dict[str, dict] = dataclasses.field(default_factory=dict)
     extra_args: Callable[[argparse.ArgumentParser], None] | None = None
     parse: Callable[["Sweep", list[str] | None], argparse.Namespace] = default_parse
     configure: Callable[[argparse.Namespace], ExperimentConfig] = base_config
@@ -193,7 +202,7 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         ctx.progress.times["prepare"] = [t_prep, time.time()]
         if not args.quiet:
             print(f"data: ready in {time.time() - t_prep:.0f} s", flush=True)
-        export_dir = export(root, *sweep.run(ctx))
+        export_dir = export(root, run_phases(sweep, ctx))
     except (ConfigError, CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -202,6 +211,16 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         return INTERRUPTED
     finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
     return sweep.status(root) if sweep.status else 0
+
+
+def run_phases(sweep: Sweep, ctx: Context) -> dict:
+    """The sweep's phases, run: its own ``run``, or the grid its ``measured`` declares, measured and read."""
+    if sweep.run is not None:
+        return sweep.run(ctx)
+    from sweeps.phases import measure_and_read
+
+    variants = [(name, cfg) for name, cfg, _ in sweep.measured(ctx)]
+    return measure_and_read(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
 
 
 def sweep_plan(sweep: Sweep, ctx: Context):

@@ -128,12 +128,6 @@ def measured(ctx: Context):
     return [(name, phases.variant_config(ctx.cfg, name), ctx.args.seeds) for name in parse_variants(ctx.args.variants)]
 
 
-def run(ctx: Context):
-    variants = [(name, cfg) for name, cfg, _ in measured(ctx)]
-    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
-    return None, measure, finetune
-
-
 def cue_lines(corpus: str, tasks) -> list[str]:
     """Each planted task's surface-cue check on its language (``trainables.data.cues``)."""
     from trainables.data.cues import cue_check
@@ -240,9 +234,8 @@ def run_check(ctx: Context) -> dict:
     t0 = time.time()
     root, cfg, args, tasks, variants = _check_setup(ctx)
     prepare_data(cfg, tasks, root=root)
-    measure, finetune = phases.measure_and_finetune(variants, tasks, args, root,
-                                                    Progress(ctx.args.quiet, ctx.args.verbose, prefix="check/"))
-    export(root, None, measure, finetune)
+    export(root, phases.measure_and_read(variants, tasks, args, root,
+                                         Progress(ctx.args.quiet, ctx.args.verbose, prefix="check/")))
     text = _write_check(build_report(f"{root}/export"), root)
     if not ctx.args.quiet:  # the verdict; the table of effects and the cue checks are in the file
         shown = text if ctx.args.verbose else f"{text.split(chr(10))[0]}\ndetails: {root}/report/{CHECK_MD}"
@@ -251,7 +244,7 @@ def run_check(ctx: Context) -> dict:
     return json.loads((Path(root) / "report" / CHECK_JSON).read_text())
 
 
-SWEEP = Sweep("known_answer", __doc__, run, defaults=DEFAULTS, parse=parse, report=report, measured=measured,
+SWEEP = Sweep("known_answer", __doc__, defaults=DEFAULTS, parse=parse, report=report, measured=measured,
               status=status)
 
 

@@ -44,9 +44,9 @@ def measured(ctx: Context):
 
 def run(ctx: Context):
     variants = [(name, cfg) for name, cfg, _ in measured(ctx)]
-    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
-    print(intrinsic_table(measure), flush=True)
-    return None, measure, finetune
+    grids = phases.measure_and_read(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
+    print(intrinsic_table(grids["measure"]), flush=True)
+    return grids
 
 
 def intrinsic_table(measure_grid) -> str:

@@ -163,21 +163,20 @@ def run(ctx: Context):
         run_check(ctx)  # writes instrument_check/report/known_answer.json, which the report and the exit status read
     prepare_data(cfg, list(PROBE_TASKS), corpus=False)
     search = run_phase(search_phase(cfg, args, root), root, args, ctx.progress) if args.num_samples else None
-    variants = [(name, phases.variant_config(cfg, name)) for name in measure_variants(args)]
     mix = best_mix(search) if search is not None else None
     full = phases.variant_config(cfg, "full").objective
     if mix and all(abs(_value(full, k) - v) < 1e-9 for k, v in mix.items()):
         print(f"best mix found: {mix}, which is BERT's own mix (= full): not measured twice", flush=True)
+        mix = None
     elif mix and not args.measure_best_mix:
         print(f"best mix found: {mix}; not measured (--measure-best-mix measures it over the seeds)", flush=True)
     elif mix:
         print(f"best mix found: {mix}", flush=True)
-        variants.append(("best_mix", cfg.replace(objective=_mix(cfg, "best_mix", mix))))
     elif search is not None:
         print("no search trial completed its full budget: best_mix is not measured", flush=True)
     # Measurement runs are scored by fine-tuning; probing them at every evaluation would cost the budget.
-    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, args, root, ctx.progress)
-    return search, measure, finetune
+    variants = [(name, vcfg) for name, vcfg, _ in measured(ctx, mix)]
+    return {"search": search, **phases.measure_and_read(variants, ctx.tasks, args, root, ctx.progress)}
 
 
 def _extra_args(p) -> None:
@@ -196,11 +195,20 @@ def _extra_args(p) -> None:
                         "and gpu-quick; --no-check skips it)")
 
 
-def measured(ctx: Context):
-    """The grid the measure phase runs (a searched mix, when one is measured, costs what full does)."""
-    searched_mix = ctx.args.num_samples and ctx.args.measure_best_mix
-    extra = [("best_mix", phases.variant_config(ctx.cfg, "full"), ctx.args.seeds)] if searched_mix else []
-    return [(n, phases.variant_config(ctx.cfg, n), ctx.args.seeds) for n in measure_variants(ctx.args)] + extra
+PLANNED = object()  # measured()'s mix before the search has found one: planned at full's cost
+
+
+def measured(ctx: Context, mix: dict | None | object = PLANNED):
+    """The grid the measure phase runs, for the plan and the run alike: the named variants and, when it is measured
+    (--measure-best-mix after a search), the searched ``mix`` as ``best_mix``; before the search (the plan) it
+    costs what full does, after it only a mix found and not BERT's own is measured."""
+    a = ctx.args
+    out = [(n, phases.variant_config(ctx.cfg, n), a.seeds) for n in measure_variants(a)]
+    if not (a.num_samples and a.measure_best_mix) or mix is None:
+        return out
+    if mix is PLANNED:
+        return out + [("best_mix", phases.variant_config(ctx.cfg, "full"), a.seeds)]
+    return out + [("best_mix", ctx.cfg.replace(objective=_mix(ctx.cfg, "best_mix", mix)), a.seeds)]
 
 
 def measure_variants(args) -> tuple[str, ...]:

@@ -1,8 +1,12 @@
-"""The measurement grid and its fine-tuning as Tune phases, shared by every sweep script.
+"""The measurement grid and its reads as Tune phases, shared by every sweep script (the phases themselves are
+described once: ``sweeps.phase_kinds.PHASES``).
 
-``measure``: named variants x pretraining seeds at full budget; ``finetune``: each completed
-measurement run x fine-tuning seeds on the task suite. Every variant of one pretraining seed has the
-same initial weights and data; only the loss differs.
+``measure``: named variants x pretraining seeds at full budget; ``finetune``: each completed measurement run x
+fine-tuning seeds x modes on the task suite; ``snapshots``: each snapshot a run kept (run.snapshots) x
+fine-tuning seeds, read by the probe modes. Every variant of one pretraining seed has the same initial weights
+and data; only the loss differs. The run (``measure_and_read``), the plan (``sweeps.plan.plan_sweep``), the
+progress lines and the export (``sweeps.export.export``) all name and order the phases by ``PHASES``, and build a
+phase's trials with the same function (``read_specs``): a new phase is an entry there, not edits in each.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from typing import Any
 from ray import tune
 
 from sweeps.export import run_row
-from sweeps.plan import mode_tasks
+from sweeps.phase_kinds import PHASES, mode_tasks, read_specs, snapshot_modes  # noqa: F401 (PHASES: re-exported)
 from sweeps.runner import Phase, run_phase
 from trainables.config import ConfigError, ExperimentConfig, objective_for_variant
 from trainables.objectives import VARIANTS
 
 log = logging.getLogger("sweeps")
+
+
 
 MEASURE_VARIANTS = ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")  # the main job's grid
 # The pretraining seed of every search trial (plus the base config's run.seed): one the measurement never uses.
@@ -101,30 +107,39 @@ def measure_phase(specs: list[dict], args, root: str, probe_tasks: list[str]) ->
                  pretrain_resources(args), max_concurrent=args.max_concurrent)
 
 
-def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "",
-                   snapshots: list[dict] = ()) -> Phase:
-    """Each completed measurement run x fine-tuning seed, as Ray trials (they spread over a cluster); each of
-    their ``snapshots`` (run.snapshots) read by the probe modes only: seconds per read, where fine-tuning
-    every snapshot would cost as much as the runs' own fine-tuning again."""
-
+def read_phase(name: str, inputs: list[dict], of_mode: dict[str, list[str]], args, root: str = "") -> Phase:
+    """A read phase (``PHASES[name].trainable == "finetune"``) over ``inputs``, as Ray trials (they spread over a
+    cluster)."""
     from trainables.tune_adapters import finetune_trainable
 
-    of_mode = mode_tasks(args, tasks)  # finetune | probe (a frozen encoder's linear probe) -> the tasks it runs on
-    probed = {mode: ts for mode, ts in of_mode.items() if mode.startswith("probe")}
-    if snapshots and not probed:
-        log.warning("%d snapshots kept but not read: the probe reads them (--modes finetune,probe)", len(snapshots))
-    specs = [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
-              "tasks": ts, "mode": mode} for m in measured for s in range(args.finetune_seeds)
-             for mode, ts in of_mode.items()]
-    specs += [{"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"], "finetune_seed": s,
-               "tasks": ts, "mode": mode} for m in snapshots for s in range(args.finetune_seeds)
-              for mode, ts in probed.items()]
+    specs = read_specs(inputs, of_mode, args.finetune_seeds)
     for spec in specs:
         spec["run_id_ft"] = f"{spec['run_id']}-ft{spec['finetune_seed']}" + ("-probe" if spec["mode"] == "probe" else "")
-    return Phase("finetune", flatten(finetune_trainable),
-                 {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial, "phase": "finetune",
+    return Phase(name, flatten(finetune_trainable),
+                 {"spec": tune.grid_search(specs), "cpus_per_trial": args.cpus_per_trial, "phase": name,
                   "storage_path": root},
                  finetune_resources(args), max_concurrent=args.max_concurrent)
+
+
+def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "") -> Phase:
+    """Each completed measurement run x fine-tuning seed x mode (``--modes``: finetune | probe, a frozen encoder's
+    linear probe) on its tasks."""
+    return read_phase("finetune", [_input(m) for m in measured], mode_tasks(args, tasks), args, root)
+
+
+def snapshot_phase(snapshots: list[dict], tasks: list[str], args, root: str = "") -> Phase | None:
+    """Each snapshot the runs kept x fine-tuning seed, read by the probe modes; None when there is nothing to run."""
+    modes = snapshot_modes(mode_tasks(args, tasks))
+    if snapshots and not modes:
+        log.warning("%d snapshots kept but not read: the probe reads them (--modes finetune,probe)", len(snapshots))
+    if not snapshots or not modes or not args.finetune_seeds:
+        return None
+    return read_phase("snapshots", [_input(k) for k in snapshots], modes, args, root)
+
+
+def _input(m: dict) -> dict:
+    return {"run_id": m["run_id"], "cfg": m["cfg"], "checkpoint": m["checkpoint"]}
+
 
 def flatten(trainable):
     """Trials get ``{"spec": {...}, common...}``; the trainables read one flat dict."""
@@ -136,19 +151,22 @@ def flatten(trainable):
     return run
 
 
-def measure_and_finetune(variants: list[tuple[str, ExperimentConfig]], tasks: list[str], args, root: str,
-                         progress, probe_tasks: list[str] = ()):
-    """The measurement grid (variants x pretraining seeds) and its fine-tuning (x fine-tuning seeds)."""
+def measure_and_read(variants: list[tuple[str, ExperimentConfig]], tasks: list[str], args, root: str,
+                     progress, probe_tasks: list[str] = ()) -> dict[str, Any]:
+    """The measurement grid (variants x pretraining seeds), its fine-tuning (x fine-tuning seeds) and its snapshot
+    reads, phase by phase (``PHASES``); returns each phase's results by name (what ``sweeps.export.export`` takes)."""
     specs = measurement_specs(variants, args.seeds, getattr(args, "first_seed", 0))
-    measure = run_phase(measure_phase(specs, args, root, list(probe_tasks)), root, args, progress)
-    measured = completed_measurements(measure)
+    grids = {"measure": run_phase(measure_phase(specs, args, root, list(probe_tasks)), root, args, progress)}
+    measured = completed_measurements(grids["measure"])
     if not measured or not args.finetune_seeds:
         print("no completed measurement run to fine-tune" if not measured else "--finetune-seeds 0: no fine-tuning",
               flush=True)
-        return measure, None
-    snapshots = [k for m in measured for k in m["snapshots"]]
-    finetune = run_phase(finetune_phase(measured, tasks, args, root, snapshots), root, args, progress)
-    return measure, finetune
+        return grids
+    grids["finetune"] = run_phase(finetune_phase(measured, tasks, args, root), root, args, progress)
+    snapshots = snapshot_phase([k for m in measured for k in m["snapshots"]], tasks, args, root)
+    if snapshots is not None:
+        grids["snapshots"] = run_phase(snapshots, root, args, progress)
+    return grids
 
 
 def completed_measurements(measure_grid) -> list[dict]:

@@ -286,15 +286,6 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
     return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / together, at_once, notes)
 
 
-def mode_tasks(args, tasks: list[str]) -> dict[str, list[str]]:
-    """The tasks each fine-tuning mode (``args.modes``: finetune | probe) runs on, in ``tasks``' order, the modes
-    with none left out: ``args.mode_tasks`` (mode -> its tasks) narrows a mode, the default is every task."""
-    only = getattr(args, "mode_tasks", None) or {}
-    of_mode = {m: [t for t in tasks if m not in only or t in only[m]]
-               for m in tuple(getattr(args, "modes", None) or ("finetune",))}
-    return {m: ts for m, ts in of_mode.items() if ts}
-
-
 def finetune_loads(cfg, tasks: list[str]) -> int:
     """Models one fine-tuning trial builds from its checkpoint: one per (task, rate)."""
     return len(tasks) * len(cfg.finetune.rates)
@@ -358,16 +349,22 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
                               + ("; best_mix counted (an upper bound)" if any(n == "best_mix" for n, *_ in measured) else ""),
                               accelerator=accelerator, cal=cal))
     if args.finetune_seeds:
-        of_mode = mode_tasks(args, tasks)  # as sweeps.phases.finetune_phase runs them: a trial per mode
-        fts = [(vcfg, 1, of_mode[mode], mode) for vcfg, _ in runs for _ in range(args.finetune_seeds)
-               for mode in of_mode]
-        # each snapshot a run keeps (run.snapshots) is read by the probe modes (sweeps.phases.finetune_phase)
-        fts += [(vcfg, 1, of_mode[mode], mode) for vcfg, _ in runs if vcfg.objective.variant != "none"
-                for _ in vcfg.run.snapshot_steps(vcfg.optim.max_steps) for _ in range(args.finetune_seeds)
-                for mode in of_mode if mode.startswith("probe")]
+        from sweeps.phase_kinds import mode_tasks, read_specs, snapshot_modes
+
+        # the trials as sweeps.phases builds them (read_specs), from the runs the measure phase will complete
+        of_mode = mode_tasks(args, tasks)
         notes = "; ".join(f"{len(ts)} tasks x {len(cfg.finetune.rates)} rate(s) per trial" if mode == "finetune"
                           else f"{len(ts)} probed per trial" for mode, ts in of_mode.items())
-        plan.phases.append(_phase("finetune", [], fts, rate, parallel, notes, accelerator=accelerator, cal=cal))
+        reads = read_specs([{"cfg": vcfg} for vcfg, _ in runs], of_mode, args.finetune_seeds)
+        plan.phases.append(_phase("finetune", [], [(r["cfg"], 1, r["tasks"], r["mode"]) for r in reads], rate,
+                                  parallel, notes, accelerator=accelerator, cal=cal))
+        # each snapshot a run keeps (run.snapshots; none trains no step and keeps none)
+        kept = [{"cfg": vcfg} for vcfg, _ in runs if vcfg.objective.variant != "none"
+                for _ in vcfg.run.snapshot_steps(vcfg.optim.max_steps)]
+        reads = read_specs(kept, snapshot_modes(of_mode), args.finetune_seeds)
+        if reads:
+            plan.phases.append(_phase("snapshots", [], [(r["cfg"], 1, r["tasks"], r["mode"]) for r in reads], rate,
+                                      parallel, f"{len(kept)} snapshots, probed", accelerator=accelerator, cal=cal))
     return plan
 
 

@@ -139,7 +139,7 @@ def run(ctx: Context):
     variants = confirmations(ctx, best_recipes(search, ctx.args.top))
     specs = phases.measurement_specs(variants, ctx.args.seeds, ctx.args.first_seed)
     measure = run_phase(phases.measure_phase(specs, ctx.args, ctx.root, []), ctx.root, ctx.args, ctx.progress)
-    return search, measure, None
+    return {"search": search, "measure": measure}
 
 
 def recipe_table(runs) -> str:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python sweeps/x.py` from a checkout
 
-from sweeps import phases  # noqa: E402
 from sweeps.cli import base_config, build_parser, experiment_root, sweep_defaults  # noqa: E402
 from sweeps.frame import Context, Sweep, final_report, sweep_main, sweep_plan, with_shared_data  # noqa: E402
 from sweeps.recipes import RECIPES, SCALES, Recipe, RecipeVariant, describe, row_config, row_spec  # noqa: E402
@@ -139,12 +138,6 @@ def rows_of(ctx: Context) -> list[tuple[RecipeVariant, object]]:
 
 def measured(ctx: Context):
     return [(v.label, cfg, ctx.args.seeds) for v, cfg in rows_of(ctx)]
-
-
-def run(ctx: Context):
-    variants = [(name, cfg) for name, cfg, _ in measured(ctx)]
-    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
-    return None, measure, finetune
 
 
 def announce(ctx: Context) -> str:
@@ -296,7 +289,7 @@ def compute_table(recipe: Recipe, rows) -> str:
     return "\n".join(lines)
 
 
-SWEEP = Sweep("reproduce", __doc__, run, defaults={}, extra_args=_extra_args, parse=parse, configure=base_config,
+SWEEP = Sweep("reproduce", __doc__, defaults={}, extra_args=_extra_args, parse=parse, configure=base_config,
               announce=announce, measured=measured)
 
 

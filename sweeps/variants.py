@@ -27,12 +27,6 @@ DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds and resources per pr
 parse_variants = phases.parse_variants
 
 
-def run(ctx: Context):
-    variants = [(name, cfg) for name, cfg, _ in measured(ctx)]
-    measure, finetune = phases.measure_and_finetune(variants, ctx.tasks, ctx.args, ctx.root, ctx.progress)
-    return None, measure, finetune
-
-
 def _extra_args(p) -> None:
     p.add_argument("--variants", default="full,mlm_only,nsp_only,sop_only,mlm_sop,none",
                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
@@ -42,7 +36,7 @@ def measured(ctx: Context):
     return [(name, phases.variant_config(ctx.cfg, name), ctx.args.seeds) for name in parse_variants(ctx.args.variants)]
 
 
-SWEEP = Sweep("variants", __doc__, run, defaults=DEFAULTS, extra_args=_extra_args, measured=measured)
+SWEEP = Sweep("variants", __doc__, defaults=DEFAULTS, extra_args=_extra_args, measured=measured)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,3 +71,24 @@ def test_a_point_is_resolved_only_below_005_over_the_number_of_points():
     assert flat.line() == "not resolved by 2 M tokens; flat over the last two points"
     rising = curve_rows([_point(1e6, 0.5, 0.0), _point(2e6, 0.5, 0.1)])[0]
     assert rising.trend() == "rising" and np.isfinite(rising.points[-1][1].interval.estimate)
+
+
+def test_tensorboard_shows_the_report_s_curves_at_their_tokens(tmp_path):
+    """The curves' TensorBoard streams (sweeps.export.write_curves) hold each point's estimate and interval at its
+    tokens, the same numbers as the report, and whether the cell is resolved there."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sweeps.export import write_curves
+
+    _, both = _with_snapshots(tmp_path, [(25, 0.6), (50, 0.7)])
+    report = build_report(both, n_boot=200)
+    streams = write_curves(report.curves, str(tmp_path / "tb"))
+    row = next(r for r in curve_rows(list(report.curves), None) if r.contrast == "mlm_only - none" and r.task == "sst")
+    acc = EventAccumulator(next(s for s in streams if s.endswith("/mlm_only_none")))
+    acc.Reload()
+    seen = {name: [(e.step, round(e.value, 6)) for e in acc.Scalars(f"sst/{name}")]
+            for name in ("estimate", "lo", "hi", "resolved")}
+    assert seen["estimate"] == [(int(t), round(e.interval.estimate, 6)) for t, e, _ in row.points]
+    assert seen["lo"] == [(int(t), round(e.interval.lo, 6)) for t, e, _ in row.points]
+    assert seen["hi"] == [(int(t), round(e.interval.hi, 6)) for t, e, _ in row.points]
+    assert [v for _, v in seen["resolved"]] == [0.0, 1.0, 1.0]

@@ -313,16 +313,19 @@ def test_cpu_long_measures_mlm_only_and_none_read_by_fine_tuning_and_the_probe_a
     assert cfg.finetune.keep_best and cfg.optim.max_steps == 8000
 
 
-def test_the_plan_counts_the_probe_reads_of_every_snapshot():
-    """cpu-long keeps four snapshots per pretrained run; each is probed: the plan's fine-tuning phase holds those
-    reads (the probe's cost per read, not a fine-tuning's), and none, which keeps none, adds nothing."""
+def test_the_plan_counts_the_probe_reads_of_every_snapshot_as_their_own_phase():
+    """cpu-long keeps four snapshots per pretrained run; each is probed in the snapshots phase, planned at the
+    probe's cost per read (not a fine-tuning's); the fine-tuning phase is the same with or without them, none
+    keeps none, and a sweep with no snapshot plans no snapshots phase."""
     base = "--hardware", "h200", "--mfu", "0.2"
     with_snaps, cfg, args = _plan("--preset", "cpu-long", *base)
     without, _, _ = _plan("--preset", "cpu-long", "--set", "run.snapshots=", *base)
-    ft = {p.name: p for p in with_snaps.phases}["finetune"]
-    ft0 = {p.name: p for p in without.phases}["finetune"]
+    by = {p.name: p for p in with_snaps.phases}
+    by0 = {p.name: p for p in without.phases}
+    assert list(by) == [n for n in phases.PHASES if n in by] and "snapshots" not in by0
     pretrained = args.seeds  # mlm_only's runs; none keeps no snapshot
-    probe_read = (ft.tokens - ft0.tokens) / (4 * pretrained * args.finetune_seeds)
     assert cfg.run.snapshot_steps(cfg.optim.max_steps) == (500, 1000, 2000, 4000)
-    assert ft.tokens > ft0.tokens and ft.wall_s > ft0.wall_s
-    assert probe_read < ft0.tokens / (2 * 2 * pretrained)  # a probe read is cheaper than a run's fine-tuning
+    assert by["snapshots"].runs == 4 * pretrained * args.finetune_seeds  # one probe trial: 1,000 and 100 labels
+    assert (by["finetune"].runs, by["finetune"].tokens) == (by0["finetune"].runs, by0["finetune"].tokens)
+    probe_read = by["snapshots"].tokens / by["snapshots"].runs
+    assert probe_read < by0["finetune"].tokens / (2 * 2 * pretrained)  # a probe read is cheaper than a fine-tuning

@@ -140,6 +140,10 @@ def test_smoke_sweep_end_to_end_killed_and_resumed(tmp_path):
     assert set(evals.loc[evals.run_id.isin(snaps.run_id), "mode"]) == {"probe"}
     assert len(preds) > 0 and set(preds.run_id) == set(measure.run_id) | set(snaps.run_id)
     assert "## Effects over pretraining tokens" in (tmp_path / "s" / "report" / "contributions.md").read_text()
+    # the plan and the run name the same phases, in the same order (sweeps.phases.PHASES): snapshots included
+    planned = [p["name"] for p in json.loads((tmp_path / "s" / "report" / "plan.json").read_text())["phases"]]
+    assert planned == [n for n in phases.PHASES if (tmp_path / "s" / n).is_dir()] == ["search", "measure", "finetune",
+                                                                              "snapshots"]
     assert ",mean,full," in (tmp_path / "s" / "report" / "contributions.csv").read_text()  # the report was written
     _check_tensorboard(tmp_path / "s", set(measure.run_id), set(evals.task))
 
@@ -194,7 +198,11 @@ def _check_tensorboard(root: Path, measured: set[str], tasks: set[str]) -> None:
     outside = [p for p in root.rglob("events.out.tfevents.*") if tb not in p.parents]
     assert not outside, outside  # no copies inside checkpoints, no Tune logger of its own
     assert {f"measure/{r}" for r in measured} <= streams
-    assert {s.split("/")[0] for s in streams} == {"search", "measure", "finetune", "hparams"}
+    assert {s.split("/")[0] for s in streams} == {"search", "measure", "finetune", "hparams", "curves"}  # probes: none
+    acc = EventAccumulator(str(tb / "curves" / "mlm_only_none"))  # the report's curves: tokens on the axis
+    acc.Reload()
+    estimates = [t for t in acc.Tags()["scalars"] if t.endswith("/estimate")]
+    assert estimates and all(len({e.step for e in acc.Scalars(t)}) == 2 for t in estimates), acc.Tags()  # half, end
     acc = EventAccumulator(str(tb / "finetune" / f"{sorted(measured)[0]}-ft0"))
     acc.Reload()
     for task in tasks:
