@@ -20,6 +20,15 @@ is the shape of one run's learning, read at its own points.
 
 **Trend.** Over the last two points a curve is *rising* or *falling* when the estimate moved by more than half
 the last interval's half-width, else *flat*.
+
+**Extrapolation: where tokens, not seeds, limit a row.** A row not resolved at the end, whose end estimate is
+smaller than the effect the end's design detects (its MDE: power 80% after Holm, ``analysis.inference``), is
+extended along a line in log tokens through its last two points to where it would reach that effect. Its
+range comes from drawing both points from their intervals independently: the two points are the same runs
+read twice, so their errors are positively correlated and independent draws overstate the slope's noise (the
+range is wide, not narrow). It is an extrapolation, labelled so: learning curves bend, and the last two points
+say nothing about where. ``extrapolate`` computes it; the report prints it under the curves with the steps
+that budget means at the run's batch (``--plan`` prices them).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ class CurveRow:
     task: str
     family: str  # primary | secondary
     points: tuple[tuple[float, ContrastEstimate, bool], ...]  # (tokens, estimate, resolved under the curve rule)
+    end_step: int = 0  # optimizer steps of the pretrained runs at the end
 
     @property
     def first_resolved(self) -> float | None:
@@ -73,7 +83,73 @@ class CurveRow:
                                                                               if trend else "")
 
 
+@dataclass(frozen=True)
+class Extrapolation:
+    """Where a row's trend would reach the effect the end's design detects: an extrapolation, not a measurement
+    (module docstring). ``hi`` is inf when in more than a tenth of the draws the trend never gets there."""
+
+    target: float  # the end's MDE, signed as the end's estimate
+    tokens: float  # median over the draws (inf: the trend does not get there)
+    lo: float  # 10th percentile
+    hi: float  # 90th percentile
+    end_tokens: float
+    end_step: int
+
+    @property
+    def ratio(self) -> float:
+        return self.tokens / self.end_tokens
+
+    def short(self) -> str:
+        """The terminal's few words: 'extrapolated to reach +0.043: ~95 M tokens (80%: 50 M to beyond reach)'."""
+        if not math.isfinite(self.tokens):
+            return f"its trend does not reach the detectable {self.target:+.3f}"
+        upper = tokens_text(self.hi) if math.isfinite(self.hi) else "beyond reach"
+        return (f"extrapolated to reach the detectable {self.target:+.3f}: ~{tokens_text(self.tokens)} tokens "
+                f"(80%: {tokens_text(self.lo)} to {upper})")
+
+    def text(self) -> str:
+        if not math.isfinite(self.tokens):
+            return (f"extrapolated: the trend of its last two points does not reach the detectable {self.target:+.3f} "
+                    "(flat or turning within its noise)")
+        upper = tokens_text(self.hi) if math.isfinite(self.hi) else "beyond reach"
+        steps = int(math.ceil(self.end_step * self.ratio / 100.0) * 100) if self.end_step else 0
+        return (f"extrapolated (a line in log tokens through the last two points, not measured): the detectable "
+                f"{self.target:+.3f} at ~{tokens_text(self.tokens)} tokens (80%: {tokens_text(self.lo)} to {upper}), "
+                f"{self.ratio:.1f}x this run's" + (f"; --set optim.max_steps={steps} --plan prices it" if steps else ""))
+
+
+EXTRAPOLATION_DRAWS = 4000
+
+
+def extrapolate(row: CurveRow, draws: int = EXTRAPOLATION_DRAWS, seed: int = 0) -> Extrapolation | None:
+    """The tokens at which ``row``'s trend reaches the effect its end detects, when tokens, not seeds, limit it:
+    the row is not resolved at the end and its end estimate is below that effect. None otherwise, or when the
+    row has fewer than two points or no power figure."""
+    if len(row.points) < 2 or row.points[-1][2]:
+        return None
+    (t0, a, _), (t1, b, _) = row.points[-2:]
+    power = b.power
+    ea, eb = a.interval.estimate, b.interval.estimate
+    if power is None or not (np.isfinite(power.mde) and np.isfinite(ea) and np.isfinite(eb)) or eb == 0 or t1 <= t0:
+        return None
+    sign = 1.0 if eb > 0 else -1.0
+    target = sign * power.mde
+    if abs(eb) >= power.mde:  # the effect is already as large as the design detects: seeds or noise limit it
+        return None
+    rng = np.random.default_rng(seed)
+    da = rng.normal(ea, max(a.interval.se, 0.0), draws)
+    db = rng.normal(eb, max(b.interval.se, 0.0), draws)
+    slope = sign * (db - da) / math.log(t1 / t0)  # per unit of log tokens, towards the target
+    gap = sign * (target - db)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        tokens = np.where(gap <= 0, t1, np.where(slope > 0, t1 * np.exp(gap / slope), np.inf))
+    lo, mid, hi = np.quantile(tokens, [0.1, 0.5, 0.9], method="inverted_cdf")
+    return Extrapolation(float(target), float(mid), float(lo), float(hi), float(t1), row.end_step)
+
+
 def tokens_text(t: float) -> str:
+    if t >= 1e9:
+        return f"{t / 1e9:.2g} B"
     return f"{t / 1e6:.2g} M" if t >= 1e5 else f"{t / 1e3:.2g} k"
 
 
@@ -114,7 +190,7 @@ def curve_rows(points: list[CurvePoint], family: str | None = "primary") -> list
     rows = []
     for (name, task), pts in by_key.items():
         if len(pts) == k:
-            rows.append(CurveRow(name, task, pts[-1][1].holm_family, tuple(pts)))
+            rows.append(CurveRow(name, task, pts[-1][1].holm_family, tuple(pts), points[-1].step))
     return rows
 
 
@@ -141,4 +217,8 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
                      for _, e, ok in r.points]
             out.append(f"| {r.contrast} | {r.task} | " + " | ".join(cells) + f" | {r.line()} |")
         out.append("")
+        far = [(r, x) for r in fam for x in [extrapolate(r)] if x is not None]
+        if far:
+            out += ["Where tokens, not seeds, limit a row (its end estimate below what the design detects):", ""]
+            out += [f"- {r.contrast} on {r.task}: {x.text()}" for r, x in far] + [""]
     return out

@@ -360,8 +360,12 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
         primary = curve_rows(list(report.curves))
         rows = [r for r in primary if r.task.startswith("average")] or primary
     if report.curves and rows:
-        lines += wrap("Over pretraining tokens (snapshots, probed): " + "; ".join(
-            f"{r.contrast} on {r.task}: {r.line()}" for r in rows) + ". Every row: contributions.md.") + [""]
+        from analysis.curves import extrapolate
+
+        said = [f"{r.contrast} on {r.task}: {r.line()}" + (f", {x.short()}" if x else "")
+                for r in rows for x in [extrapolate(r)]]
+        lines += wrap("Over pretraining tokens (snapshots, probed): " + "; ".join(said)
+                      + ". Every row: contributions.md.") + [""]
     lines += wrap(f"* resolved ({families(c)}, p < 0.05); ! flagged (collapsed, "
                   f"or worse than none on the task: not credited). Scores per variant, p-values, MDEs, notes and "
                   f"{count(len(c.messages), 'message')}: contributions.md.")

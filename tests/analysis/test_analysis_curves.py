@@ -4,6 +4,7 @@ its own export; a cell is resolved at a point only under the rule across points 
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import pandas as pd
 from analysis_fixtures import write_export
 
@@ -92,3 +93,54 @@ def test_tensorboard_shows_the_report_s_curves_at_their_tokens(tmp_path):
     assert seen["lo"] == [(int(t), round(e.interval.lo, 6)) for t, e, _ in row.points]
     assert seen["hi"] == [(int(t), round(e.interval.hi, 6)) for t, e, _ in row.points]
     assert [v for _, v in seen["resolved"]] == [0.0, 1.0, 1.0]
+
+
+def _row(points, mde=0.05, resolved_end=False):
+    """A primary row from (tokens, estimate, se) points, the end's power detecting ``mde``."""
+    from analysis.curves import CurveRow
+    from analysis.inference import Power
+
+    pts = []
+    for i, (t, est, se) in enumerate(points):
+        iv = Interval(est, est - 1.96 * se, est + 1.96 * se, 0.5, se, 30.0, 6, True, est - 1.96 * se, est + 1.96 * se)
+        e = SimpleNamespace(interval=iv, power=Power(mde, None, ""), holm_family="primary")
+        pts.append((t, e, resolved_end and i == len(points) - 1))
+    return CurveRow("mlm_only - none", "topic", "primary", tuple(pts), end_step=8000)
+
+
+def test_the_extrapolated_budget_covers_a_known_log_linear_curve():
+    """Known truth: an effect growing as 0.01 per doubling of tokens, read at 15 M and 30 M tokens with noise;
+    the end's design detects 0.05, which the curve reaches at 30 M x 2^3 = 240 M tokens. The 80% range holds the
+    truth in about 80% of simulated readings when the two points' errors are independent, and in at least that
+    many when they are positively correlated (the same runs read twice), the case the method is stated for."""
+    from analysis.curves import extrapolate
+
+    rng = np.random.default_rng(1)
+    truth, se, per_doubling = 240e6, 0.006, 0.01
+    for rho, lo_cov, hi_cov in ((0.0, 0.72, 0.88), (0.7, 0.80, 1.0)):
+        hits = far = 0
+        for i in range(400):
+            z = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]]) * se
+            x = extrapolate(_row([(15e6, 0.01 + z[0], se), (30e6, 0.02 + z[1], se)]), draws=2000, seed=i)
+            hits += x.lo <= truth <= x.hi
+            far += not np.isfinite(x.hi)
+        assert lo_cov <= hits / 400 <= hi_cov, (rho, hits / 400)
+
+
+def test_extrapolation_only_where_tokens_limit_and_it_says_so():
+    """No extrapolation for a resolved end, for an end already as large as the design detects (seeds or noise
+    limit it then), or from a single point; a falling trend never reaches the effect; the text names it an
+    extrapolation and gives the steps to plan."""
+    from analysis.curves import extrapolate
+
+    assert extrapolate(_row([(15e6, 0.01, 0.005), (30e6, 0.02, 0.005)], resolved_end=True)) is None
+    assert extrapolate(_row([(15e6, 0.01, 0.005), (30e6, 0.06, 0.02)])) is None
+    assert extrapolate(_row([(30e6, 0.02, 0.005)])) is None
+    falling = extrapolate(_row([(15e6, 0.03, 0.002), (30e6, 0.01, 0.002)]))
+    assert falling is not None and not np.isfinite(falling.tokens) and "does not reach" in falling.text()
+    x = extrapolate(_row([(15e6, 0.01, 0.001), (30e6, 0.02, 0.001)]))
+    assert x.tokens == pytest.approx(240e6, rel=0.1) and x.ratio == pytest.approx(8, rel=0.1)
+    assert "extrapolated" in x.text() and "not measured" in x.text() and "--set optim.max_steps=6" in x.text()
+    assert x.short().startswith("extrapolated to reach the detectable +0.050: ~2")
+    negative = extrapolate(_row([(15e6, -0.01, 0.001), (30e6, -0.02, 0.001)]))
+    assert negative.target == -0.05 and negative.tokens == pytest.approx(240e6, rel=0.1)
