@@ -24,10 +24,12 @@ PRESET_DEFAULTS: dict[str, dict] = {
     # six seeds of one comparison, not three of two: three left MLM's probe effect borderline (docs/presets.md)
     "cpu-long": dict(seeds=6, finetune_seeds=1, modes=("finetune", "probe")),
     "known-answer": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),  # sweeps/known_answer.py: its gate ~5 minutes on 2 cores (--all-effects ~20)
-    "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4),
-    "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4),
-    "bert-small": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8),
-    "bert-base": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8),
+    # the GPU presets probe too: it reads the snapshots they keep (run.snapshots), and the end's probe closes each
+    # curve; seconds per read on a GPU
+    "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4, modes=("finetune", "probe")),
+    "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4, modes=("finetune", "probe")),
+    "bert-small": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8, modes=("finetune", "probe")),
+    "bert-base": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8, modes=("finetune", "probe")),
 }
 
 

@@ -27,6 +27,11 @@ from trainables.config import (ConfigError, DataConfig, ExperimentConfig, Finetu
 HUB_CORPUS = "hub:wikimedia/wikipedia:20231101.en"
 from trainables.overrides import apply_overrides
 
+# Where the longer presets keep their encoder (run.snapshots): log-spaced shares of the run, each probed, so every
+# contrast is also a curve over pretraining tokens (analysis/curves.py). Off at smoke and cpu-small, whose 160
+# steps would make them meaningless.
+SNAPSHOTS = "0.0625,0.125,0.25,0.5"
+
 
 def _preset_smoke() -> ExperimentConfig:
     return ExperimentConfig(
@@ -84,7 +89,7 @@ def _preset_cpu_long() -> ExperimentConfig:
                                    "epochs": 6, "patience": 2}),
         # the encoder kept at 1/16, 1/8, 1/4 and 1/2 of the run (~1.9 to 15 M tokens) and probed: MLM's effect as a
         # curve over tokens (analysis/curves.py); keeping them changes nothing the run trains
-        run=replace(base.run, snapshots="0.0625,0.125,0.25,0.5"),
+        run=replace(base.run, snapshots=SNAPSHOTS),
     )
 
 
@@ -108,7 +113,10 @@ def _preset_gpu_quick() -> ExperimentConfig:
         finetune=FinetuneConfig(epochs=3, lr=3e-4, lr_grid="1e-4,3e-4,1e-3", batch_size=32, max_len=128,
                                 qa_max_len=128, qa_doc_stride=64, max_train_examples=2000, max_eval_examples=1000,
                                 probe_max_train=2000, head="pooler"),
-        run=RunConfig(log_every=100, eval_every=500, eval_batches=16, checkpoint_every=500, precision="bf16"),
+        # the encoder kept at 1/16-1/2 of the run and probed (MLM's effect as a curve over tokens); the plan prices
+        # the reads at ~3 of its ~12 minutes on an H200, mostly trial start-up
+        run=RunConfig(log_every=100, eval_every=500, eval_batches=16, checkpoint_every=500, precision="bf16",
+                      snapshots=SNAPSHOTS),
     )
 
 
@@ -132,7 +140,7 @@ def _bert_family(name: str, hidden: int, layers: int, heads: int, steps: int, ba
         # --set finetune.head=cls for a fresh head on [CLS] that never reads the pooler (RoBERTa's).
         finetune=FinetuneConfig(epochs=3, lr=5e-5 if hidden >= 768 else 1e-4, batch_size=32, max_len=128,
                                 lr_grid="2e-5,5e-5,1e-4" if hidden >= 768 else "5e-5,1e-4,3e-4", head="pooler"),
-        run=RunConfig(log_every=50, eval_every=1000, eval_batches=20, checkpoint_every=1000),
+        run=RunConfig(log_every=50, eval_every=1000, eval_batches=20, checkpoint_every=1000, snapshots=SNAPSHOTS),
     )
 
 

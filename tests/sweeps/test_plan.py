@@ -128,7 +128,7 @@ def test_gpu_quick_answers_the_question_in_a_quarter_hour_on_one_h200():
     assert 0 < args.gpus_per_trial < 1
     assert phases.pretrain_resources(args) == {"CPU": args.cpus_per_trial, "GPU": args.gpus_per_trial}
     assert cfg.run.precision == "bf16"
-    assert [x.name for x in p.phases] == ["search", "measure", "finetune"]
+    assert [x.name for x in p.phases] == ["search", "measure", "finetune", "snapshots"]
     assert p.wall_s <= 15 * 60, p.format()
 
 
@@ -221,9 +221,9 @@ def test_the_step_floor_is_for_accelerators_only(monkeypatch):
 
 def test_fine_tuning_pays_a_model_load_per_task_and_rate(monkeypatch):
     _no_fixed_costs(monkeypatch)
-    base, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200")
+    base, cfg, args = _plan("--preset", "gpu-quick", "--hardware", "h200", "--modes", "finetune")
     monkeypatch.setattr(plan, "FINETUNE_LOAD_S", 10.0)
-    loaded, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200")
+    loaded, _, _ = _plan("--preset", "gpu-quick", "--hardware", "h200", "--modes", "finetune")
     before, after = ({x.name: x for x in q.phases}["finetune"] for q in (base, loaded))
     loads = before.runs * len(resolve_tasks(cfg.finetune.tasks)) * len(cfg.finetune.rates)  # evals per phase
     assert plan.finetune_loads(cfg, resolve_tasks(cfg.finetune.tasks)) == 6 * 3
@@ -288,10 +288,11 @@ def test_the_plan_counts_the_fine_tuning_trials_each_mode_runs_with_its_own_task
 
 
 def test_the_main_job_probes_beside_fine_tuning_at_cpu_small_and_takes_a_first_seed():
-    """cpu-small reads every checkpoint both ways, planned as such; other presets fine-tune only unless asked;
+    """cpu-small reads every checkpoint both ways, planned as such, as the GPU presets do (their probe reads their
+    snapshots); --modes narrows it;
     --first-seed moves the measured block of pretraining seeds; a bad mode or seed is one line."""
-    assert _args().modes == ("finetune", "probe") and _args("--preset", "gpu-quick").modes == ("finetune",)
-    assert _args("--preset", "gpu-quick", "--modes", "finetune,probe").modes == ("finetune", "probe")
+    assert _args().modes == ("finetune", "probe") and _args("--preset", "gpu-quick").modes == ("finetune", "probe")
+    assert _args("--preset", "gpu-quick", "--modes", "finetune").modes == ("finetune",)
     cfg = build_config("cpu-small")
     args = _args("--first-seed", "3")
     specs = phases.measurement_specs([("mlm_only", phases.variant_config(cfg, "mlm_only"))], args.seeds, args.first_seed)
@@ -329,3 +330,16 @@ def test_the_plan_counts_the_probe_reads_of_every_snapshot_as_their_own_phase():
     assert (by["finetune"].runs, by["finetune"].tokens) == (by0["finetune"].runs, by0["finetune"].tokens)
     probe_read = by["snapshots"].tokens / by["snapshots"].runs
     assert probe_read < by0["finetune"].tokens / (2 * 2 * pretrained)  # a probe read is cheaper than a fine-tuning
+
+@pytest.mark.parametrize("preset", ["cpu-long", "gpu-quick", "bert-mini", "bert-small", "bert-base"])
+def test_the_longer_presets_keep_snapshots_and_probe_them(preset):
+    """Every preset past the laptop default keeps four log-spaced snapshots and probes them (the curve's points),
+    planned as their own phase; gpu-quick's whole job stays inside its quarter hour on an H200."""
+    corpus = [] if preset in ("cpu-long", "gpu-quick") else ["--corpus", "hub:wikimedia/wikipedia:20231101.en"]
+    hardware = ["--hardware", "h200", "--mfu", "0.3"]
+    p, cfg, args = _plan("--preset", preset, *corpus, *hardware)
+    shares = [s / cfg.optim.max_steps for s in cfg.run.snapshot_steps(cfg.optim.max_steps)]
+    assert shares == pytest.approx([1 / 16, 1 / 8, 1 / 4, 1 / 2], abs=1e-3) and "probe" in args.modes
+    assert "snapshots" in [x.name for x in p.phases]
+    if preset == "gpu-quick":
+        assert p.wall_s < 15 * 60

@@ -84,6 +84,8 @@ def test_every_recipe_plans_at_every_scale(name, scale, tmp_path, capsys):
     assert all(f"{v.paper_name} -> {v.label}:" in out and v.source in out for v in r.rows())
     assert all(f"every row differs: {d}" in out for d in r.differs)
     assert all(f"differs: {d}" in out for v in r.rows() for d in v.differs)
+    # past smoke, each row is also a curve over tokens: its runs keep snapshots and the probe reads them
+    assert any(line.startswith("snapshots ") for line in out.splitlines()) == (scale != "smoke"), out
     if scale == "paper":  # each row's tokens and FLOPs beside 6 N T at the paper's size
         assert "planned vs the paper's own size" in out and "6 N T" in out
         assert all(any(line.startswith(v.label + " ") for line in out.splitlines()) for v in r.rows())
