@@ -9,6 +9,8 @@ The ranks run in ``trainables.gpu_check.ddp``'s harness, the one the GPU check r
 * what a step moves to the device is contiguous and comes from pinned memory (a spy on the copy).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -24,6 +26,8 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
+# warmup-stable-decay with a long decay, so that a snapshot's branch trains several steps (tests/trainables/test_snapshots.py)
+WSD = ("optim.schedule=wsd", "optim.decay_frac=0.4", "optim.warmup_frac=0.1", "model.dropout=0.1", "run.log_every=5")
 PACKED = ("optim.budget=tokens", "optim.batch_size=16", "optim.max_steps=9", "optim.grad_accum=2", "run.log_every=3")
 
 
@@ -38,7 +42,10 @@ def ranks(cache, tmp_path_factory):
             "packed": (ddp_config(cache, *PACKED, variant="sentence_pair"), ""),
             **{f"no_sync{accum}": (ddp_config(cache, "optim.max_steps=3", "optim.batch_size=8",
                                               f"optim.grad_accum={accum}"), "no_sync") for accum in (1, 2)},
-            "dropout": (ddp_config(cache, "optim.max_steps=2"), "dropout")}
+            "dropout": (ddp_config(cache, "optim.max_steps=2"), "dropout"),
+            **{name: (ddp_config(cache, *WSD, *extra), "") for name, extra in
+               (("wsd_branch", ("optim.max_steps=20", "run.snapshots=0.5")), ("wsd_plain", ("optim.max_steps=20",)),
+                ("wsd_short", ("optim.max_steps=10", "optim.warmup_frac=0.2")))}}
     records = run_jobs([(cfg, root / name, mode) for name, (cfg, mode) in jobs.items()], "cpu")
     return dict(zip(jobs, records))
 
@@ -141,3 +148,28 @@ def test_a_ranks_rows_get_the_masks_of_the_global_batch(cache):
         T = part.batch.input_ids.shape[1]
         assert np.array_equal(part.batch.input_ids.numpy(), whole.batch.input_ids[part.rows][:, :T].numpy())
         assert (part.n_tokens, part.shape) == (whole.n_tokens, whole.shape)  # the global cost on every rank
+
+
+def test_a_snapshot_branch_on_two_ranks_is_the_short_run_and_leaves_the_long_one_as_it_was(ranks, tmp_path):
+    """Under DDP (2 gloo ranks) the decay branch of a snapshot trains with both ranks, so neither waits on a
+    collective the other never joins; rank 0 keeps it, and it is bit for bit the 10-step WSD run on two ranks; the
+    20-step run ends with the weights it has without the branch (the weights, the optimizer and every rank's
+    generators put back)."""
+    from safetensors.torch import load_file
+
+    from trainables.checkpoint import snapshots_of
+
+    def weights(path):
+        return load_file(Path(path) / "model.safetensors")
+
+    def equal(a, b):
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    (b0, b1), (p0, _), (s0, _) = ranks["wsd_branch"], ranks["wsd_plain"], ranks["wsd_short"]
+    assert b0["steps"] == b1["steps"] == p0["steps"] == 20 and "nan" not in b0 and "nan" not in b1
+    root = Path(b0["out"])
+    (snap,) = snapshots_of(root / "rank0")
+    assert (snap["steps"], snap["branched_at"]) == (10, 6) and not snapshots_of(root / "rank1")
+    assert equal(weights(snap["path"]), weights(Path(s0["out"]) / "rank0"))
+    assert snap["tokens_seen"] == s0["tokens"]
+    assert equal(weights(root / "rank0"), weights(Path(p0["out"]) / "rank0"))

@@ -79,7 +79,7 @@ def worker(rank: int, world: int, init: str, jobs_json: str, device: str) -> Non
                             timeout=datetime.timedelta(seconds=TIMEOUT_S))
     torch.set_num_threads(1)
     for job in json.loads(jobs_json):
-        out, record = job["out"], {"allreduce_per_step": [], "dropout": [], "device": device}
+        out, record = job["out"], {"allreduce_per_step": [], "dropout": [], "device": device, "out": job["out"]}
         with _instrumented(pretrain, job["mode"], rank, record):
             try:
                 result = pretrain.run_pretraining(from_dict(json.loads(job["cfg"])), f"{out}/rank{rank}",
