@@ -194,6 +194,16 @@ def curve_rows(points: list[CurvePoint], family: str | None = "primary") -> list
     return rows
 
 
+def curve_frame(points) -> "pd.DataFrame":
+    """Every curve as rows (contrast, task, family, tokens, estimate, lo, hi, resolved): what the report's curve
+    section and contributions_curves.csv show, for a notebook. Empty when the runs kept no snapshot."""
+    import pandas as pd
+
+    cols = ["contrast", "task", "family", "tokens", "estimate", "lo", "hi", "resolved"]
+    return pd.DataFrame([(r.contrast, r.task, r.family, t, e.interval.estimate, e.interval.lo, e.interval.hi, ok)
+                         for r in curve_rows(list(points), None) for t, e, ok in r.points], columns=cols)
+
+
 def curve_section(points: list[CurvePoint]) -> list[str]:
     """The report's Markdown section: one table per family, points as columns, a line per row."""
     rows = curve_rows(points, None)

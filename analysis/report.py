@@ -384,9 +384,12 @@ def write_report(report: Report, out_dir: str | Path) -> list[Path]:
     if report.contributions.contrasts:
         paths.append(plot_forest(report.contributions, out / "contributions_forest.png"))
     if report.curves:
+        from analysis.curves import curve_frame
         from analysis.plots import plot_curves
 
         paths.append(plot_curves(list(report.curves), out / "contributions_curves.png"))
+        paths.append(out / "contributions_curves.csv")
+        curve_frame(report.curves).to_csv(paths[-1], index=False)
     if report.search is not None and report.search.params and len(report.search.trials):
         paths.append(plot_search_response(report.search, out / "search_response.png"))
     return paths

@@ -53,7 +53,12 @@ def test_snapshots_never_enter_the_ends_estimates_and_each_point_is_its_own(tmp_
     assert "Over pretraining tokens" not in format_table(alone)
     md = with_snaps.to_markdown()
     assert "## Effects over pretraining tokens" in md and "first resolved at 50 k tokens" in md
-    assert any(p.name == "contributions_curves.png" for p in write_report(with_snaps, tmp_path / "rep"))
+    written = {p.name: p for p in write_report(with_snaps, tmp_path / "rep")}
+    assert "contributions_curves.png" in written
+    table = pd.read_csv(written["contributions_curves.csv"])  # the notebook's curve_frame, as the report saw it
+    sst = table[(table.contrast == "mlm_only - none") & (table.task == "sst")]
+    assert sst.estimate.round(3).tolist() == [0.0, 0.1, 0.2] and sst.resolved.tolist() == [False, True, True]
+    assert sst.tokens.tolist() == [25_000, 50_000, 100_000]
 
 
 def _point(tokens, p_adjusted, estimate=0.1):
