@@ -56,6 +56,9 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--modes", default=("finetune",), type=lambda t: tuple(m for m in t.split(",") if m),
                    help="how each checkpoint is read: finetune and/or probe (a linear probe of the frozen encoder: "
                         "what pretraining put in it, read in seconds), comma-separated (default: the preset's)")
+    p.add_argument("--snapshot-reads", choices=("probe", "all"), default="probe",
+                   help="how the snapshots a run keeps (run.snapshots) are read: by the probe modes of --modes, or by "
+                        "all of them, fine-tuning included (each snapshot then costs what a run's fine-tuning does)")
     p.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (torch threads) per trial or per worker")
     p.add_argument("--gpus-per-trial", type=float, default=0,
                    help="GPUs per trial; a fraction (e.g. 0.25) lets several small trials share one GPU")

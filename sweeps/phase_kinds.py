@@ -43,7 +43,12 @@ def read_specs(inputs: list[dict], of_mode: dict[str, list[str]], seeds: int) ->
             for mode, ts in of_mode.items()]
 
 
-def snapshot_modes(of_mode: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The modes that read snapshots: the probe ones, seconds per read; fine-tuning every snapshot would cost as
-    much as the runs' own fine-tuning again."""
-    return {mode: ts for mode, ts in of_mode.items() if mode.startswith("probe")}
+SNAPSHOT_READS = ("probe", "all")
+
+
+def snapshot_modes(of_mode: dict[str, list[str]], reads: str = "probe") -> dict[str, list[str]]:
+    """The modes that read snapshots (``--snapshot-reads``): the probe ones (seconds per read), or ``all`` of them,
+    fine-tuning included, which costs each snapshot what a run's own fine-tuning costs."""
+    if reads not in SNAPSHOT_READS:
+        raise ValueError(f"--snapshot-reads {reads!r} is not valid; allowed: {', '.join(SNAPSHOT_READS)}")
+    return dict(of_mode) if reads == "all" else {mode: ts for mode, ts in of_mode.items() if mode.startswith("probe")}

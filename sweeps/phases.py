@@ -129,7 +129,7 @@ def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "")
 
 def snapshot_phase(snapshots: list[dict], tasks: list[str], args, root: str = "") -> Phase | None:
     """Each snapshot the runs kept x fine-tuning seed, read by the probe modes; None when there is nothing to run."""
-    modes = snapshot_modes(mode_tasks(args, tasks))
+    modes = snapshot_modes(mode_tasks(args, tasks), getattr(args, "snapshot_reads", "probe"))
     if snapshots and not modes:
         log.warning("%d snapshots kept but not read: the probe reads them (--modes finetune,probe)", len(snapshots))
     if not snapshots or not modes or not args.finetune_seeds:

@@ -361,10 +361,12 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
         # each snapshot a run keeps (run.snapshots; none trains no step and keeps none)
         kept = [{"cfg": vcfg} for vcfg, _ in runs if vcfg.objective.variant != "none"
                 for _ in vcfg.run.snapshot_steps(vcfg.optim.max_steps)]
-        reads = read_specs(kept, snapshot_modes(of_mode), args.finetune_seeds)
+        reads = read_specs(kept, snapshot_modes(of_mode, getattr(args, "snapshot_reads", "probe")), args.finetune_seeds)
         if reads:
             plan.phases.append(_phase("snapshots", [], [(r["cfg"], 1, r["tasks"], r["mode"]) for r in reads], rate,
-                                      parallel, f"{len(kept)} snapshots, probed", accelerator=accelerator, cal=cal))
+                                      parallel, f"{len(kept)} snapshots, " + (
+                                          "probed" if getattr(args, "snapshot_reads", "probe") == "probe" else
+                                          "read by every mode"), accelerator=accelerator, cal=cal))
     return plan
 
 

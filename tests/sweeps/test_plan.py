@@ -343,3 +343,19 @@ def test_the_longer_presets_keep_snapshots_and_probe_them(preset):
     assert "snapshots" in [x.name for x in p.phases]
     if preset == "gpu-quick":
         assert p.wall_s < 15 * 60
+
+def test_snapshot_reads_all_fine_tunes_every_snapshot_too_and_the_plan_prices_it():
+    """--snapshot-reads all: each snapshot is read by every mode (fine-tuning too), in the run's trials and in the
+    plan's alike; a bad value is one line."""
+    base = "--preset", "cpu-long", "--hardware", "h200", "--mfu", "0.2"
+    probed, cfg, args = _plan(*base)
+    everything, _, all_args = _plan(*base, "--snapshot-reads", "all")
+    snaps = {p.name: p for p in probed.phases}["snapshots"]
+    snaps_all = {p.name: p for p in everything.phases}["snapshots"]
+    kept = 4 * args.seeds  # mlm_only's runs, four snapshots each
+    assert (snaps.runs, snaps_all.runs) == (kept, kept * 2) and snaps_all.wall_s > 2 * snaps.wall_s
+    inputs = [{"run_id": f"mlm_only-s0@{s}", "cfg": cfg.to_dict(), "checkpoint": "unused"} for s in (500, 1000)]
+    specs = phases.snapshot_phase(inputs, resolve_tasks(cfg.finetune.tasks), all_args).param_space["spec"]["grid_search"]
+    assert sorted({s["mode"] for s in specs}) == ["finetune", "probe"] and len(specs) == 4
+    with pytest.raises(SystemExit):
+        _args("--preset", "cpu-long", "--snapshot-reads", "some")
