@@ -1,8 +1,8 @@
 """Progress of a sweep: a compact live status per phase on a terminal, plain lines in a log file.
 
 On a terminal each phase is one tqdm bar -- trials finished out of the phase's total, with running /
-stopped / failed counts and an ETA from the plan (``sweeps.plan``) until trials have finished, then
-from their pace. Where the output is not a terminal (a log file, CI), a phase is a line when it starts,
+stopped / failed counts and an ETA from the plan (``sweeps.plan``) while it has time left, then from
+the pace of finished trials. Where the output is not a terminal (a log file, CI), a phase is a line when it starts,
 one per trial that ends (with its last metrics) and a line when it ends. ``--verbose`` prints one line
 per trial event instead (started, every result, ended). Phase start and end times are kept for the
 report's planned-versus-actual table.
@@ -82,14 +82,19 @@ class Progress(tune.Callback):
         return self.counts.setdefault(self.phase, {"running": 0, "finished": 0, "stopped": 0, "failed": 0})
 
     def eta(self) -> float:
-        """Seconds left in the phase: the plan's until trials finish, then the pace of finished trials."""
+        """Seconds left in the phase: the plan's while it has time left, then the pace of finished trials. A
+        phase's trials differ in cost (``none`` trains nothing, a probe reads in seconds beside a fine-tuning
+        of minutes), so the pace of the first few says little: after the first of twelve pretraining runs it
+        read 232 minutes for a phase that took 52."""
         c, start = self._c(), self.times.get(self.phase, [time.time()])[0]
         elapsed, done = time.time() - start, c["finished"] + c["stopped"] + c["failed"]
         total = self.totals.get(self.phase, 0)
+        planned = self.planned.get(self.phase)
+        if planned and elapsed < planned:
+            return planned - elapsed
         if done and total:
             return elapsed / done * (total - done)
-        planned = self.planned.get(self.phase)
-        return max(planned - elapsed, 0.0) if planned else float("nan")
+        return 0.0 if planned else float("nan")
 
     def status(self) -> str:
         c, eta = self._c(), self.eta()

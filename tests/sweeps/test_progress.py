@@ -65,15 +65,25 @@ def test_a_terminal_gets_one_live_bar_per_phase_and_verbose_gets_the_lines_back(
     assert "\r" not in verbose.getvalue() and "full-s0 started" in verbose.getvalue()
 
 
-def test_eta_comes_from_the_plan_until_trials_finish_then_from_their_pace():
+def _finish(p, name):
+    p.on_trial_start(0, [], Trial(name))
+    p.on_trial_result(0, [], Trial(name), {"final": 1.0})
+    p.on_trial_complete(0, [], Trial(name))
+
+
+def test_eta_comes_from_the_plan_while_it_has_time_left_then_from_the_pace():
+    """Trials of one phase differ in cost: six `none` runs done in a second say nothing of six pretraining runs,
+    and one pretraining run done in 100 s says nothing of six instant ones; the plan holds until it runs out."""
     p = Progress(out=io.StringIO(), planned={"measure": 600})
-    p.begin("measure", 4)
+    p.begin("measure", 12)
     assert 590 < p.eta() <= 600
-    p.times["measure"][0] -= 100  # 100 s in, one of four done: three more at that pace
-    p.on_trial_start(0, [], Trial("a"))
-    p.on_trial_result(0, [], Trial("a"), {"final": 1.0})
-    p.on_trial_complete(0, [], Trial("a"))
-    assert 295 < p.eta() < 310
+    for i in range(6):
+        _finish(p, f"none-s{i}")  # instant: the pace would say a second is left
+    assert 590 < p.eta() <= 600
+    p.times["measure"][0] -= 100
+    assert 495 < p.eta() <= 500
+    p.times["measure"][0] -= 600  # 700 s in, past the plan, 6 of 12 done: the pace of the phase so far
+    assert 695 < p.eta() < 710
     assert Progress(quiet=True, out=io.StringIO()).live is False
 
 
