@@ -159,3 +159,27 @@ def test_each_pair_builds_its_search_on_the_pair_format_it_trains(pair):
     assert mix.input_format == f"{pair}_pairs" and mix.weights[pair] == 0.3 and mix.mask_ratio == 0.2
     only_mlm = _search_config(cfg, argparse.Namespace(num_samples=4, pair=pair, objectives="mlm"))[0]
     assert only_mlm.objective.input_format == "nsp_pairs"  # BERT's format when no pair loss is searched
+
+
+def test_snapshot_rows_are_read_from_a_storage_uri_as_from_a_directory(tmp_path):
+    """A run's snapshots travel inside its final checkpoint (``<checkpoint>/snapshots/step-N``): the export reads
+    their records from a storage URI (here file://, through pyarrow as s3:// and gs://) as from a local path."""
+    import json
+
+    from trainables.checkpoint import snapshot_subpath
+
+    run = tmp_path / "bucket" / "measure" / "mlm_only-s0" / "checkpoint"
+    (run / snapshot_subpath(500)).mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"status": "completed", "snapshot_steps": [500]}))
+    (run / snapshot_subpath(500) / "run.json").write_text(json.dumps(
+        {"status": "snapshot", "steps": 500, "tokens_seen": 1_900_000, "train_flops": 3.0e14, "epochs": 0.3,
+         "wall_time_s": 61.0, "intrinsic": {"mlm_acc": 0.08}}))
+    row = {"run_id": "mlm_only-s0", "phase": "measure", "status": "completed", "variant": "mlm_only"}
+    local = sweep_export.snapshot_rows({**row, "checkpoint": str(run)})
+    remote = sweep_export.snapshot_rows({**row, "checkpoint": f"file://{run}"})
+    assert len(local) == len(remote) == 1
+    assert remote[0]["checkpoint"] == f"file://{run}/{snapshot_subpath(500)}"
+    same = ("run_id", "phase", "steps", "tokens_seen", "train_flops", "mlm_acc", "snapshot_of")
+    assert {k: remote[0][k] for k in same} == {k: local[0][k] for k in same} == {
+        "run_id": "mlm_only-s0@500", "phase": "snapshot", "steps": 500, "tokens_seen": 1_900_000,
+        "train_flops": 3.0e14, "mlm_acc": 0.08, "snapshot_of": "mlm_only-s0"}
