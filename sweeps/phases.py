@@ -3,7 +3,7 @@ described once: ``sweeps.phase_kinds.PHASES``).
 
 ``measure``: named variants x pretraining seeds at full budget; ``finetune``: each completed measurement run x
 fine-tuning seeds x modes on the task suite; ``snapshots``: each snapshot a run kept (run.snapshots) x
-fine-tuning seeds, read by the probe modes. Every variant of one pretraining seed has the same initial weights
+fine-tuning seeds, read by the probe modes (or all). Every variant of one pretraining seed has the same initial weights
 and data; only the loss differs. The run (``measure_and_read``), the plan (``sweeps.plan.plan_sweep``), the
 progress lines and the export (``sweeps.export.export``) all name and order the phases by ``PHASES``, and build a
 phase's trials with the same function (``read_specs``): a new phase is an entry there, not edits in each.
@@ -24,8 +24,6 @@ from trainables.config import ConfigError, ExperimentConfig, objective_for_varia
 from trainables.objectives import VARIANTS
 
 log = logging.getLogger("sweeps")
-
-
 
 MEASURE_VARIANTS = ("full", "mlm_only", "mlm_pairs", "nsp_only", "none")  # the main job's grid
 # The pretraining seed of every search trial (plus the base config's run.seed): one the measurement never uses.
@@ -128,7 +126,8 @@ def finetune_phase(measured: list[dict], tasks: list[str], args, root: str = "")
 
 
 def snapshot_phase(snapshots: list[dict], tasks: list[str], args, root: str = "") -> Phase | None:
-    """Each snapshot the runs kept x fine-tuning seed, read by the probe modes; None when there is nothing to run."""
+    """Each snapshot the runs kept x fine-tuning seed, read by the probe modes (``--snapshot-reads all``: by every
+    mode); None when there is nothing to run."""
     modes = snapshot_modes(mode_tasks(args, tasks), getattr(args, "snapshot_reads", "probe"))
     if snapshots and not modes:
         log.warning("%d snapshots kept but not read: the probe reads them (--modes finetune,probe)", len(snapshots))
