@@ -253,9 +253,15 @@ def measured_peaks(cfg, batches) -> dict:
     out = {"square_matmul": f"{SQUARE}x{SQUARE}x{SQUARE}",
            "model_matmul": f"{tokens}x{H}x{I} (the FFN's first: batch x length tokens, hidden -> intermediate)"}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        out[f"{name}_tflops"] = round(matmul_tflops(SQUARE, SQUARE, SQUARE, dtype), 4)
-        out[f"{name}_model_matmul_tflops"] = round(matmul_tflops(tokens, H, I, dtype), 4)
+        out[f"{name}_tflops"] = _sig(matmul_tflops(SQUARE, SQUARE, SQUARE, dtype))
+        out[f"{name}_model_matmul_tflops"] = _sig(matmul_tflops(tokens, H, I, dtype))
     return out
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    """``x`` to significant digits, not decimals: a smoke model's MFU is ~1e-4 and emulated bf16's peak ~1e-3
+    TFLOP/s, where fixed decimals would lose the figure or skew ratios taken from it."""
+    return float(f"{x:.{digits}g}")
 
 
 def _mfu(ours_flops_per_s: float, ref_flops_per_s: float, dev: torch.device, peak_tflops: float | None = None,
@@ -267,12 +273,11 @@ def _mfu(ours_flops_per_s: float, ref_flops_per_s: float, dev: torch.device, pea
     peak = peak_tflops or measured_tflops or peak_bf16_tflops(name)
     source = "--peak-tflops" if peak_tflops else (f"measured: a {SQUARE}^3 matmul in this process" if measured_tflops
                                                   else "trainables.hardware" if peak else None)
-    out = {"gpu": name, "achieved_tflops": round(ours_flops_per_s / 1e12, 4),
-           "reference_tflops": round(ref_flops_per_s / 1e12, 4), "peak_tflops": peak and round(peak, 4),
+    out = {"gpu": name, "achieved_tflops": _sig(ours_flops_per_s / 1e12),
+           "reference_tflops": _sig(ref_flops_per_s / 1e12), "peak_tflops": peak and _sig(peak),
            "peak_source": source, "mfu": None, "reference_mfu": None}
     if peak:
-        out.update(mfu=float(f"{ours_flops_per_s / 1e12 / peak:.3g}"),  # significant digits: a smoke model's is ~1e-4
-                   reference_mfu=float(f"{ref_flops_per_s / 1e12 / peak:.3g}"))
+        out.update(mfu=_sig(ours_flops_per_s / 1e12 / peak), reference_mfu=_sig(ref_flops_per_s / 1e12 / peak))
     else:
         out["mfu_note"] = (f"MFU unknown: {name!r} is not in trainables.hardware's peak table; "
                            "pass --peak-tflops X (its dense bf16 peak)")
