@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from contextlib import contextmanager
 
 from ray import tune
 
@@ -45,7 +46,27 @@ class Progress(tune.Callback):
         return {**self.__dict__, "out": None, "_bar": None}
 
     def __setstate__(self, state: dict) -> None:
+        live = Progress._restoring
+        if live is not None:
+            # --resume: Tune restores the callbacks it pickled when the phase first started and sends its events
+            # to that copy, not to the Progress this process built and began the phase on. The copy's phase
+            # start was the first run's, so its ETA counted hours the driver was not running (a resumed
+            # fine-tuning read "ETA 4016:12"). Share the live object's state: one set of counts and times.
+            self.__dict__ = live.__dict__
+            return
         self.__dict__.update(state, out=state.get("out") or sys.stdout)
+
+    _restoring: "Progress | None" = None
+
+    @contextmanager
+    def restoring(self):
+        """While Tune unpickles a phase's experiment (``Tuner.restore``), the Progress it unpickles shares this
+        one's state."""
+        Progress._restoring = self
+        try:
+            yield
+        finally:
+            Progress._restoring = None
 
     # ---- phases (called by sweeps.runner.run_phase)
     def begin(self, phase: str, total: int) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ray import tune
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
+from sweeps.progress import Progress
 from trainables.config import ConfigError
 from trainables.hardware import MPS_CONTROL, mps_running
 
@@ -96,7 +97,7 @@ class Phase:
         return self.num_samples * (len(grid["grid_search"]) if isinstance(grid, dict) and "grid_search" in grid else 1)
 
 
-def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.Callback):
+def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: Progress):
     """Run (or, with --resume, restore and finish) one Tune experiment at ``<root>/<phase.name>``."""
 
     trainable = tune.with_resources(phase.trainable, phase.resources)
@@ -105,7 +106,8 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: tune.
     if tune.Tuner.can_restore(path):
         if not args.resume:
             raise ConfigError(f"experiment {path} already exists; add --resume to continue it, or choose another --name")
-        tuner = tune.Tuner.restore(path, trainable, resume_errored=True, param_space=phase.param_space)
+        with progress.restoring():
+            tuner = tune.Tuner.restore(path, trainable, resume_errored=True, param_space=phase.param_space)
     else:
         tuner = tune.Tuner(
             trainable, param_space=phase.param_space,
@@ -191,6 +193,9 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
     # Tune's "The `choose_trial_to_run` operation took 0.775 s, which may be a performance bottleneck": its own
     # loop timed while the trials hold every core, as they should; Ray prints it through its own handler
     logging.getLogger("ray.tune.utils.util").setLevel(logging.INFO if verbose else logging.ERROR)
+    # --resume: "Failed to fetch metrics for 21 trial(s) ... result.json and progress.csv were not found", a line
+    # per trial that had not reported when the first driver stopped; they run now, as they should
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.INFO if verbose else logging.ERROR)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -119,3 +119,33 @@ def test_progress_pickles_without_its_stream_as_tune_saves_it_for_resume():
     assert copy.out is sys.stdout and copy._bar is None and copy.counts == p.counts and copy.totals == {"measure": 2}
     assert p.out.__class__ is Unpicklable and p._bar is not None  # the running sweep's own object is untouched
     p.end("measure")
+
+
+def test_a_resumed_phase_reports_to_the_progress_that_began_it(ray_local, tmp_path):
+    """--resume: Tune restores the callbacks it pickled when the phase first began and sends them its events.
+    The counts and the ETA on the user's screen are the resuming driver's: its own trials, its own clock (the
+    pickled copy's clock started hours earlier, and a resumed fine-tuning read "ETA 4016:12")."""
+    import argparse
+
+    from ray import tune
+
+    from sweeps.runner import Phase, run_phase
+
+    broken = tmp_path / "broken"
+    broken.touch()
+
+    def trainable(config):
+        if broken.exists():
+            raise RuntimeError("the first driver's trials fail")
+        tune.report({"final": 1.0, "step": 1})
+
+    phase = Phase("measure", trainable, {"spec": tune.grid_search([{"run_id": "a"}, {"run_id": "b"}])}, {"CPU": 1})
+    first = Progress(quiet=True, out=io.StringIO(), planned={"measure": 3600})
+    run_phase(phase, str(tmp_path), argparse.Namespace(resume=False), first)
+    assert first.counts["measure"]["failed"] == 2
+
+    broken.unlink()
+    second = Progress(quiet=True, out=io.StringIO(), planned={"measure": 3600})
+    run_phase(phase, str(tmp_path), argparse.Namespace(resume=True), second)
+    assert second.counts["measure"] == {"running": 0, "finished": 2, "stopped": 0, "failed": 0}
+    assert second.times["measure"][0] > first.times["measure"][1]  # its ETA runs from this driver's start
