@@ -27,6 +27,7 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,6 +129,14 @@ def mode_label(mode: str) -> str:
 
 def task_label(task: str, mode: str) -> str:
     return task if mode == "finetune" else f"{task} ({mode_label(mode)})"
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """A report row's task and reading: 'topic (probe, 100 labels)' -> ('topic', 'probe, 100 labels'); 'pos' and
+    'average (finetune)' -> (..., 'fine-tuned')."""
+    m = re.fullmatch(r"(.*) \((finetune|probe(?:, \d+ labels)?)\)", label)
+    task, mode = (m.group(1), m.group(2)) if m else (label, "finetune")
+    return task, "fine-tuned" if mode == "finetune" else mode
 
 
 def _first_text(evals: pd.DataFrame, task: str, column: str) -> str:

@@ -12,7 +12,9 @@ every point would be called somewhere with a chance of up to K x 5% if each poin
 *resolved at a point* when its interval excludes 0 and its Holm-adjusted p within its family at that point is
 below 0.05 / K: Bonferroni over the points on top of Holm within each, so the chance of any false call along
 all the curves of a family stays at most 5% (``python -m analysis.validate --curves`` checks it by simulation).
-"First resolved at N tokens" is the first point where that holds. Intervals are each point's own 95% ones.
+"First resolved at N tokens" is the first point where that holds. Intervals are each point's own 95% ones. K
+counts the points a row was read at: fine-tuned rows are read at the end only unless ``--snapshot-reads all``
+fine-tunes every snapshot, and such a row is judged at its one point, as at the end, and says so.
 
 **What a snapshot stands for.** A snapshot is the run's state part-way through its schedule, its learning rate
 not yet decayed: not a run that ends at that budget, whose annealing typically gains a little more. The curve
@@ -58,6 +60,7 @@ class CurveRow:
     family: str  # primary | secondary
     points: tuple[tuple[float, ContrastEstimate, bool], ...]  # (tokens, estimate, resolved under the curve rule)
     end_step: int = 0  # optimizer steps of the pretrained runs at the end
+    unread: int = 0  # points of the curve this row has no reading at (fine-tuning reads only the end by default)
 
     @property
     def first_resolved(self) -> float | None:
@@ -76,6 +79,9 @@ class CurveRow:
     def line(self) -> str:
         """'first resolved at 3.7 M tokens' or 'not resolved by 30 M tokens; rising over the last two points'."""
         first = self.first_resolved
+        if self.unread and len(self.points) == 1:  # "first resolved at" would claim the snapshots were read too
+            return (f"{'resolved' if first is not None else 'not resolved'} at the end, {tokens_text(self.points[-1][0])} "
+                    "tokens (read at the end only; --snapshot-reads all reads every snapshot)")
         if first is not None:
             return f"first resolved at {tokens_text(first)} tokens"
         trend = self.trend()
@@ -185,12 +191,18 @@ def curve_rows(points: list[CurvePoint], family: str | None = "primary") -> list
     for p in points:
         for e in p.contributions.contrasts:
             if family is None or e.holm_family == family:
-                ok = called(e.interval, e.p_adjusted * k, ALPHA) if np.isfinite(e.p_adjusted) else False
-                by_key.setdefault((e.contrast.name, e.task), []).append((p.tokens, e, ok))
+                by_key.setdefault((e.contrast.name, e.task), []).append((p.tokens, e))
     rows = []
     for (name, task), pts in by_key.items():
-        if len(pts) == k:
-            rows.append(CurveRow(name, task, pts[-1][1].holm_family, tuple(pts), points[-1].step))
+        if len(pts) != k:
+            continue
+        # A point where the row has no reading (a fine-tuned row at a snapshot nobody fine-tuned) is left out,
+        # and the rule divides by the points the row was read at: the family it could be wrong in
+        read = [(t, e) for t, e in pts if np.isfinite(e.interval.estimate)]
+        judged = tuple((t, e, bool(np.isfinite(e.p_adjusted)) and called(e.interval, e.p_adjusted * len(read), ALPHA))
+                       for t, e in read)
+        if judged:
+            rows.append(CurveRow(name, task, pts[-1][1].holm_family, judged, points[-1].step, unread=k - len(read)))
     return rows
 
 
@@ -214,7 +226,7 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
     out = ["## Effects over pretraining tokens", "",
            f"Each contrast at the {k - 1} snapshot{'' if k == 2 else 's'} the runs kept (`run.snapshots`, read by the probe) and at their "
            f"end, by the mean tokens the pretrained runs had seen. `*`: resolved under the rule across points (Holm "
-           f"within the family at each point, at 0.05/{k}: analysis/curves.py); a snapshot is the run part-way "
+           f"within the family at each point, at 0.05/{k}, or over the points a row was read at: analysis/curves.py); a snapshot is the run part-way "
            "through its schedule, not a run that ends there. Plot: contributions_curves.png.", ""]
     for family in ("primary", "secondary"):
         fam = [r for r in rows if r.family == family]
@@ -223,8 +235,12 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
         out += [f"### {'The primary question' if family == 'primary' else 'The other contrasts'}", "",
                 "| contrast | task | " + " | ".join(head) + " | reading |", "|" + "---|" * (k + 3)]
         for r in fam:
-            cells = [f"{e.interval.estimate:+.3f} [{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]{'*' if ok else ''}"
-                     for _, e, ok in r.points]
+            at = {t: (e, ok) for t, e, ok in r.points}
+            cells = []
+            for p in points:
+                e, ok = at.get(p.tokens, (None, False))
+                cells.append("not read" if e is None else
+                             f"{e.interval.estimate:+.3f} [{e.interval.lo:+.3f}, {e.interval.hi:+.3f}]{'*' if ok else ''}")
             out.append(f"| {r.contrast} | {r.task} | " + " | ".join(cells) + f" | {r.line()} |")
         out.append("")
         far = [(r, x) for r in fam for x in [extrapolate(r)] if x is not None]

@@ -235,37 +235,53 @@ def plot_search_response(s: SearchSummary, path: Path) -> Path:
 
 
 def curves_figure(points):
-    """One panel per contrast of the primary family (the other contrasts when it has none): each task row's
-    estimate against pretraining tokens (log axis) with its interval as a band, a filled marker where the rule
-    across points (``analysis.curves``) resolves it, and none at zero."""
-    from analysis.curves import curve_rows
+    """A row of panels per contrast of the primary family (the other contrasts when it has none), a panel per
+    reading (fine-tuned, probe, probe at N labels): each task's estimate against pretraining tokens (log axis,
+    ticks at the points read) with its interval as a band, a filled marker where the rule across points
+    (``analysis.curves``) resolves it, and none at zero. A task keeps its colour in every panel; fifteen rows in
+    one panel repeated colours and hid each other."""
+    from analysis.contributions import split_label
+    from analysis.curves import curve_rows, tokens_text
 
     rows = curve_rows(points, "primary") or curve_rows(points, None)
     plt = _pyplot()
     names = list(dict.fromkeys(r.contrast for r in rows))
-    ncols = min(len(names), 3)
-    nrows = math.ceil(len(names) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(min(MAX_W, 0.6 + 4.2 * ncols), min(MAX_H, 1.0 + 3.2 * nrows)))
-    for ax, name in zip(axes.flat, names):
-        for r in (r for r in rows if r.contrast == name):
-            x = [t for t, _, _ in r.points]
-            est = [e.interval.estimate for _, e, _ in r.points]
-            line, = ax.plot(x, est, "-", label=r.task)
-            ax.fill_between(x, [e.interval.lo for _, e, _ in r.points], [e.interval.hi for _, e, _ in r.points],
-                            color=line.get_color(), alpha=0.15, linewidth=0)
-            for t, e, ok in r.points:
-                ax.plot(t, e.interval.estimate, "o", color=line.get_color(), markerfacecolor=line.get_color()
-                        if ok else "white", markersize=5)
-        ax.axhline(0.0, color="0.4", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_title("\n".join(_wrap(name, 48)), fontsize=9)
-        ax.set_xlabel("pretraining tokens per run")
-        ax.legend(fontsize=7, loc="best")
-    axes.flat[0].set_ylabel("effect (0 = none)")
-    for ax in axes.flat[len(names):]:
-        ax.set_visible(False)
-    fig.suptitle("Effects over pretraining tokens (filled: resolved under the rule across points)", fontsize=10)
+    readings = sorted({split_label(r.task)[1] for r in rows}, key=lambda m: (m != "fine-tuned", m != "probe", m))
+    tasks = list(dict.fromkeys(sorted(split_label(r.task)[0] for r in rows)))
+    colour = {t: f"C{i % 10}" for i, t in enumerate(tasks)}
+    ticks = sorted({t for r in rows for t, _, _ in r.points})
+    fig, axes = plt.subplots(len(names), len(readings), squeeze=False, layout="constrained", sharex=True,
+                             figsize=(min(MAX_W, 0.8 + 3.6 * len(readings)), min(MAX_H, 1.2 + 3.0 * len(names))))
+    for i, name in enumerate(names):
+        for j, reading in enumerate(readings):
+            ax = axes[i][j]
+            for r in rows:
+                task, mode = split_label(r.task)
+                if r.contrast != name or mode != reading:
+                    continue
+                x = [t for t, _, _ in r.points]
+                est = [e.interval.estimate for _, e, _ in r.points]
+                c = colour[task]
+                ax.plot(x, est, "-", color=c, label=task)
+                ax.fill_between(x, [e.interval.lo for _, e, _ in r.points], [e.interval.hi for _, e, _ in r.points],
+                                color=c, alpha=0.15, linewidth=0)
+                if len(x) == 1:  # read at the end only: its interval as a bar, a band needs two points
+                    ax.vlines(x, [r.points[0][1].interval.lo], [r.points[0][1].interval.hi], color=c, linewidth=1.5,
+                              alpha=0.5)
+                for t, e, ok in r.points:
+                    ax.plot(t, e.interval.estimate, "o", color=c, markerfacecolor=c if ok else "white", markersize=5)
+            ax.axhline(0.0, color="0.4", linewidth=0.8)
+            ax.set_xscale("log")
+            ax.set_xticks(ticks, [tokens_text(t) for t in ticks], fontsize=7)
+            ax.minorticks_off()
+            ax.set_title("\n".join(_wrap(f"{name}, {reading}", 44)), fontsize=9)
+            if i == len(names) - 1:
+                ax.set_xlabel("pretraining tokens per run")
+            if j == 0:
+                ax.set_ylabel("effect (0 = none)")
+            if ax.lines[1:]:
+                ax.legend(fontsize=7, loc="best")
+    fig.suptitle("Effects over pretraining tokens\n(filled: resolved under the rule across points)", fontsize=10)
     return fig
 
 

@@ -149,3 +149,50 @@ def test_extrapolation_only_where_tokens_limit_and_it_says_so():
     assert x.short().startswith("extrapolated to reach the detectable +0.050: ~2")
     negative = extrapolate(_row([(15e6, -0.01, 0.001), (30e6, -0.02, 0.001)]))
     assert negative.target == -0.05 and negative.tokens == pytest.approx(240e6, rel=0.1)
+
+
+def test_a_row_read_at_the_end_only_says_so_and_is_judged_at_its_one_point():
+    """Fine-tuning reads the end only by default: its rows have no estimate at the snapshots. They show "not read"
+    there, are judged at 0.05 (one point read), and never say "first resolved at" the end as if the snapshots had
+    been read and found nothing."""
+    from analysis.curves import curve_section
+
+    def unread(tokens):
+        iv = Interval(float("nan"), float("nan"), float("nan"), float("nan"), float("nan"), 0.0, 0, False,
+                      float("nan"), float("nan"))
+        e = SimpleNamespace(contrast=SimpleNamespace(name="mlm_only - none"), task="topic", interval=iv,
+                            p_adjusted=float("nan"), holm_family="primary")
+        return CurvePoint(0, tokens, SimpleNamespace(contrasts=[e]))
+
+    points = [unread(1e6), unread(2e6), _point(4e6, 0.03)]
+    (row,) = curve_rows(points)
+    assert [t for t, _, _ in row.points] == [4e6] and row.unread == 2
+    assert row.points[0][2]  # 0.03 < 0.05: called, as at the end; read at three points it would not be (0.05/3)
+    assert row.line() == ("resolved at the end, 4 M tokens (read at the end only; --snapshot-reads all reads every "
+                          "snapshot)")
+    table = next(line for line in curve_section(points) if line.startswith("| mlm_only - none | topic |"))
+    assert table.count("not read") == 2 and "nan" not in table
+
+
+def test_the_curve_plot_has_a_panel_per_reading_and_a_colour_per_task():
+    """Fifteen rows in one panel repeated colours (matplotlib's cycle has ten) and hid each other: the plot splits
+    them by reading, and a task keeps its colour across the panels."""
+    from analysis.plots import curves_figure
+
+    def point(tokens):
+        es = []
+        for task in ("topic", "pos", "topic (probe)", "pos (probe)", "pos (probe, 100 labels)"):
+            e = _point(tokens, 0.01).contributions.contrasts[0]
+            es.append(SimpleNamespace(**{**vars(e), "task": task}))
+        return CurvePoint(0, tokens, SimpleNamespace(contrasts=es))
+
+    fig = curves_figure([point(1e6), point(2e6)])
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["mlm_only - none, fine-tuned", "mlm_only - none, probe", "mlm_only - none, probe, 100 labels"]
+    colours = {}
+    for ax in fig.axes:
+        for line in ax.get_lines()[:-1]:  # the last is none's zero line
+            if line.get_label() in ("topic", "pos"):
+                colours.setdefault(line.get_label(), set()).add(line.get_color())
+    assert colours.keys() == {"topic", "pos"} and all(len(c) == 1 for c in colours.values())
+    assert colours["topic"] != colours["pos"]
