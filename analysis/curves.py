@@ -17,8 +17,10 @@ counts the points a row was read at: fine-tuned rows are read at the end only un
 fine-tunes every snapshot, and such a row is judged at its one point, as at the end, and says so.
 
 **What a snapshot stands for.** A snapshot is the run's state part-way through its schedule, its learning rate
-not yet decayed: not a run that ends at that budget, whose annealing typically gains a little more. The curve
-is the shape of one run's learning, read at its own points.
+not yet decayed: not a run that ends at that budget. Measured at cpu-small's budgets (``python -m
+trainables.schedules``, two seeds), a linear run's snapshot read level with a WSD run's decay branch there and
+above a linear run that ended there; the end, annealed, is a different kind of point than the snapshots before
+it. The curve is the shape of one run's learning, read at its own points.
 
 **Trend.** Over the last two points a curve is *rising* or *falling* when the estimate moved by more than half
 the last interval's half-width, else *flat*.

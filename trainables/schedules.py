@@ -4,8 +4,10 @@ read by held-out MLM accuracy at the fixed 15% evaluation mask.
 
     python -m trainables.schedules --preset cpu-small --steps 1600 --shares 0.25,0.5 --seed 0
 
-A mid-run state of a linear schedule has not annealed: its learning rate is still high, so it typically
-reads lower than a run that ends at that budget. A WSD branch decays to zero at k on the batches the long
+A mid-run state of a linear schedule has not annealed: its learning rate is still high. Whether that reads
+lower or higher than a run that ends at that budget depends on the regime: at cpu-small's budgets it read
+higher (a short linear run spends half its steps below half the peak rate while the model is far from
+converged) and level with the WSD branch (docs/statistics.md has the table). A WSD branch decays to zero at k on the batches the long
 run trains next, so it should read like the run of k steps (tests/trainables/test_snapshots.py shows the
 branch is a WSD run of k steps bit for bit). This measures by how much each differs on the machine at hand,
 and what the branches cost: the WSD run trains ``optim.decay_frac`` x each budget more steps. One seed per
