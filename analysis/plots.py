@@ -279,7 +279,7 @@ def curves_figure(points):
                 ax.set_xlabel("pretraining tokens per run")
             if j == 0:
                 ax.set_ylabel("effect (0 = none)")
-            if ax.lines[1:]:
+            if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7, loc="best")
     fig.suptitle("Effects over pretraining tokens\n(filled: resolved under the rule across points)", fontsize=10)
     return fig

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.contributions import Contributions
+from analysis.contributions import Contributions, split_label
 from analysis.contrasts import primary_name
 from analysis.headline import WORD_FREQUENCY_STAGE, count, resolved
 
@@ -97,8 +97,8 @@ def sanity(c: Contributions) -> tuple[str, dict[str, bool | None]]:
 
 def _reading(task: str) -> str:
     """'average (probe, 100 labels)' -> 'probe, 100 labels'; 'average (finetune)' -> 'fine-tuned'; else the task."""
-    inner = task[len("average ("):-1] if task.startswith("average (") else task
-    return {"finetune": "fine-tuned"}.get(inner, inner)
+    name, reading = split_label(task)
+    return reading if name == "average" else task
 
 
 def answer(c: Contributions) -> str:
