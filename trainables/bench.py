@@ -17,6 +17,10 @@ a CPU with native bf16 fp32 beside it) gets both sides, and the ratio is at the 
 ``run_pretraining`` end to end (the background input pipeline included) on the same config at the first
 precision, its tokens/s taken from its own log over the steps after the first.
 
+``--profile`` adds where our step's time goes at each precision (``torch.profiler`` over the same batches): the
+ops that take the most of it, in milliseconds per step, and their groups (``PROFILE_GROUPS``: matmuls,
+attention, the MLM loss's softmax, casts, the optimizer, the rest).
+
 Prints one JSON line: real tokens/s of each side, their ratio, and the model FLOPs utilisation
 (``trainables.flops``: the matmuls each side actually computes, per second, over the device's dense peak
 at that precision). On CUDA the peak is the GPU's bf16 one, looked up by its exact name in
@@ -81,6 +85,33 @@ def _dense(m, seq_len: int, pad: int):
     T = seq_len - m.input_ids.shape[1]
     pad_ = lambda t, v: torch.nn.functional.pad(t, (0, T), value=v)  # noqa: E731
     return pad_(m.input_ids, pad), pad_(m.token_type_ids, 0), pad_(m.attention_mask, 0), pad_(labels, IGNORE), m.pair_labels
+
+
+# Groups of the profile (--profile): the first pattern an op's name contains decides its group.
+PROFILE_GROUPS = (("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul")),
+                  ("attention", ("scaled_dot_product",)),
+                  ("loss softmax", ("log_softmax", "nll_loss")),
+                  ("casts", ("aten::copy_", "aten::_to_copy")),
+                  ("optimizer", ("adam",)))
+
+
+def profile_step(step: Callable, batches, top: int = 12) -> dict:
+    """Where one side's step spends its time over ``batches`` (after one warm-up call): milliseconds per step of
+    the ``top`` ops by self CPU time, and of each ``PROFILE_GROUPS`` group ("other": every op in none)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step(batches[0], 0)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i, b in enumerate(batches):
+            step(b, i)
+    n = len(batches)
+    ops = sorted(((e.key, e.self_cpu_time_total / 1e3 / n) for e in prof.key_averages()), key=lambda kv: -kv[1])
+    groups = {name: 0.0 for name, _ in PROFILE_GROUPS} | {"other": 0.0}
+    for key, ms in ops:
+        group = next((name for name, pats in PROFILE_GROUPS if any(p in key.lower() for p in pats)), "other")
+        groups[group] += ms
+    return {"ms_per_step": round(sum(ms for _, ms in ops), 2), "groups": {k: round(v, 2) for k, v in groups.items()},
+            "top_ops": [[k, round(ms, 2)] for k, ms in ops[:top]]}
 
 
 def reference_step(cfg, dev: torch.device, vocab_size: int, pad: int, precision: str | None = None):
@@ -150,7 +181,7 @@ def bench_precisions(requested: str | None, run_precision: str, dev: torch.devic
 
 
 def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, peak_tflops: float | None = None,
-              precision: str | None = None) -> dict:
+              precision: str | None = None, profile: bool = False) -> dict:
     """The step benchmark's result (one JSON-able dict); ``peak_tflops`` overrides the peak (the table's on
     CUDA, the measured one on a CPU); ``precision``: what ``bench_precisions`` takes. The top-level figures
     are at the first precision (the run's); ``by_precision`` has each one's."""
@@ -184,6 +215,9 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
         result["bf16_vs_fp32"] = round(by["bf16"]["ours_tokens_per_s"] / by["fp32"]["ours_tokens_per_s"], 3)
     if peaks:
         result["matmul_peaks"] = peaks
+    if profile:
+        for s in sides:
+            by[s.precision.name]["profile"] = profile_step(s.ours, batches)
     loop_cfg = cfg.replace(run=dataclasses.replace(cfg.run, precision=main.name))
     result["loop_tokens_per_s"] = round(_loop_tokens_per_s(loop_cfg, steps), 1)
     result["loop_vs_step"] = round(result["loop_tokens_per_s"] / result["ours_tokens_per_s"], 3)
@@ -303,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's dense peak for MFU (default: on a GPU looked up by its exact name in "
                         "trainables.hardware, bf16; on a CPU measured here, at each precision)")
+    p.add_argument("--profile", action="store_true", help="add where our step's time goes (torch.profiler): its top "
+                                                          "ops and their groups, per precision")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.rounds < 1:
@@ -316,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = ([f"data.corpus={args.corpus}"] if args.corpus else []) + args.overrides
     try:
         result = run_bench(args.preset, overrides, args.steps, args.rounds, peak_tflops=args.peak_tflops,
-                           precision=args.precision)
+                           precision=args.precision, profile=args.profile)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -69,11 +69,12 @@ def test_sync_waits_on_the_benched_device(monkeypatch):
 
 def test_cpu_bench_runs_at_smoke_with_peak_override(capsys):
     assert bench.main(["--preset", "smoke", "--corpus", "synthetic", "--steps", "2", "--threads", "1",
-                       "--peak-tflops", "0.5", "--precision", "fp32"]) == 0
+                       "--peak-tflops", "0.5", "--precision", "fp32", "--profile"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["device"] == "cpu" and out["ratio"] > 0 and out["ours_tokens_per_s"] > 0
     assert out["peak_tflops"] == 0.5 and out["peak_source"] == "--peak-tflops" and out["mfu"] > 0
     assert out["precision"] == "fp32" and list(out["by_precision"]) == ["fp32"]
+    assert out["by_precision"]["fp32"]["profile"]["groups"]["matmul"] > 0  # --profile
     assert bench.main(["--preset", "smoke", "--peak-tflops", "-1"]) == 2
 
 
@@ -87,3 +88,19 @@ def test_the_bench_prints_valid_json_when_a_figure_was_not_measured(capsys, monk
         raise ValueError(name)
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1], parse_constant=refuse)
     assert line == {"ratio": 2.0, "loop_tokens_per_s": None}
+
+
+def test_the_profile_puts_each_op_in_one_group_and_the_groups_add_up_to_the_step():
+    """A step of a known make-up: a matmul, a log-softmax and a cast; each lands in its group, and the groups
+    together are the step's whole profiled time (nothing counted twice or dropped)."""
+    x, w = torch.randn(256, 256), torch.randn(256, 256)
+
+    def step(b, i):
+        y = x @ w
+        torch.log_softmax(y, -1).to(torch.bfloat16).float().sum()
+
+    prof = bench.profile_step(step, [None] * 4)
+    g = prof["groups"]
+    assert g["matmul"] > 0 and g["loss softmax"] > 0 and g["casts"] > 0 and g["attention"] == 0
+    assert sum(g.values()) == pytest.approx(prof["ms_per_step"], abs=0.05)
+    assert prof["top_ops"] and all(ms >= 0 for _, ms in prof["top_ops"])
