@@ -25,6 +25,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -137,18 +138,22 @@ def child(args) -> int:
     os._exit(0)  # the loader's threads need not wind down: every point is written
 
 
-def checkout(commit: str, cache: Path) -> Path:
-    """``commit``'s tree in ``cache`` (git archive: no worktree bookkeeping), once."""
-    full = subprocess.run(["git", "-C", str(ROOT), "rev-parse", commit], capture_output=True, text=True)
+def checkout(commit: str, cache: Path, repo: Path = ROOT) -> Path:
+    """``commit``'s ``trainables`` package in ``cache`` (git archive: no worktree bookkeeping), once."""
+    full = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", f"{commit}^{{commit}}"],
+                          capture_output=True, text=True)
     if full.returncode:
         raise SystemExit(f"error: commit {commit!r} is not in this clone's history ({full.stderr.strip()}); the "
                          "reference arm needs a clone with history (git fetch --unshallow)")
     dest = cache / full.stdout.strip()[:12]
-    if not (dest / "trainables").is_dir():
-        dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "trainables"], capture_output=True,
+    if not (dest / "trainables").is_dir():  # extracted beside it, then renamed: a cut extraction is never reused
+        part = dest.with_name(dest.name + ".part")
+        shutil.rmtree(part, ignore_errors=True)
+        part.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "trainables"], capture_output=True,
                                  check=True)
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+        subprocess.run(["tar", "-x", "-C", str(part)], input=archive.stdout, check=True)
+        part.rename(dest)
     return dest
 
 
@@ -222,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full", action="store_true", help="train to the end instead of stopping at the target")
     p.add_argument("--out", required=True)
     # the child's own arguments (one arm and seed, in its own process)
+    p.add_argument("--reference-commit", default=REFERENCE_COMMIT,
+                   help=f"the commit whose code the reference arm runs (default {REFERENCE_COMMIT})")
     p.add_argument("--preset", help="train every arm at this preset instead of its own (e.g. smoke, for a quick look)")
     for name in ("--child-out", "--commit"):
         p.add_argument(name, help=argparse.SUPPRESS)
@@ -245,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     for arm in arms:
         a = ARMS[arm]
+        if arm == "reference":
+            a = a._replace(commit=args.reference_commit)
         code = checkout(a.commit, out / ".code") if a.commit else None
         for s in seeds:
             (out / arm).mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,8 @@ def test_each_arm_runs_its_own_code_and_its_clock_leaves_evaluation_out(tmp_path
                         "--preset", "smoke", "--seeds", "0", "--every", "4", "--full", "--target", "0.99",
                         "--eval-batches", "2", "--eval-seq-len", "64", "--set", "optim.max_steps=8",
                         "--set", "data.corpus=synthetic", "--set", f"data.cache_dir={tmp_path / 'cache'}",
-                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+                        "--reference-commit", "HEAD", "--out", str(out)],  # HEAD: in any clone, even a shallow one
+                       capture_output=True, text=True, timeout=600)
     elapsed = time.time() - start
     assert r.returncode == 0, r.stdout + r.stderr
     heads = {}
@@ -55,11 +56,22 @@ def test_each_arm_runs_its_own_code_and_its_clock_leaves_evaluation_out(tmp_path
     assert json.loads(r.stdout.strip().splitlines()[-1])["arms"]["here"]["0"]["seconds"] is None
 
 
-def test_the_reference_checkout_is_its_commits_tree(tmp_path):
-    dest = ttt.checkout(ttt.REFERENCE_COMMIT, tmp_path)
-    shown = subprocess.run(["git", "-C", str(ttt.ROOT), "show", f"{ttt.REFERENCE_COMMIT}:trainables/pretrain.py"],
-                           capture_output=True, text=True, check=True).stdout
-    assert (dest / "trainables" / "pretrain.py").read_text() == shown
+def test_the_reference_checkout_is_its_commits_tree_not_the_working_one(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "trainables").mkdir(parents=True)
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, text=True)  # noqa: E731
+    git("init", "-q")
+    (repo / "trainables" / "step.py").write_text("OLD = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "old")
+    old = git("rev-parse", "HEAD").stdout.strip()
+    (repo / "trainables" / "step.py").write_text("NEW = 2\n")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "new")
+    dest = ttt.checkout(old[:7], tmp_path / "cache", repo)
+    assert (dest / "trainables" / "step.py").read_text() == "OLD = 1\n"
+    assert ttt.checkout(old, tmp_path / "cache", repo) == dest  # once per commit
+    with pytest.raises(SystemExit, match="is not in this clone's history"):
+        ttt.checkout("0" * 40, tmp_path / "cache", repo)
 
 
 def test_a_bad_arm_is_one_line(capsys):
