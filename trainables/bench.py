@@ -19,7 +19,7 @@ precision, its tokens/s taken from its own log over the steps after the first.
 
 ``--profile`` adds where our step's time goes at each precision (``torch.profiler`` over the same batches): the
 ops that take the most of it, in milliseconds per step, and their groups (``PROFILE_GROUPS``: matmuls,
-attention, the MLM loss's softmax, casts, the optimizer, the rest).
+attention, the MLM loss's softmax, copies and casts, the optimizer, the rest).
 
 Prints one JSON line: real tokens/s of each side, their ratio, and the model FLOPs utilisation
 (``trainables.flops``: the matmuls each side actually computes, per second, over the device's dense peak
@@ -91,7 +91,7 @@ def _dense(m, seq_len: int, pad: int):
 PROFILE_GROUPS = (("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul")),
                   ("attention", ("scaled_dot_product",)),
                   ("loss softmax", ("log_softmax", "nll_loss")),
-                  ("casts", ("aten::copy_", "aten::_to_copy")),
+                  ("copies", ("aten::copy_", "aten::_to_copy")),  # casts included
                   ("optimizer", ("adam",)))
 
 

@@ -180,13 +180,18 @@ def summarise(out: Path, arms: list[str], seeds: list[int], target: float) -> di
                                            "cpu": head["cpu"], "flags": head["flags"]}
             curves[(arm, s)] = pts
     summary = {"target": target, "arms": rows, **cpu_record()}
-    if "reference" in rows:
+    # The ratio of the arms' mean seconds over the seeds that reached the target; per seed beside it (seed k of
+    # two arms shares initial weights and data order, not batches when the batch size differs).
+    means = {arm: sum(t) / len(t) for arm, r in rows.items() if (t := [x["seconds"] for x in r.values() if x["seconds"]])}
+    summary["mean_seconds"] = {arm: round(m, 1) for arm, m in means.items()}
+    if "reference" in means:
         for arm in rows:
-            if arm == "reference":
+            if arm == "reference" or arm not in means:
                 continue
             summary.setdefault("ratio_to_reference", {})[arm] = {
-                s: round(r["seconds"] / rows["reference"][s]["seconds"], 3)
-                for s, r in rows[arm].items() if r["seconds"] and rows["reference"].get(s, {}).get("seconds")}
+                "of_means": round(means[arm] / means["reference"], 3),
+                "per_seed": {s: round(r["seconds"] / rows["reference"][s]["seconds"], 3)
+                             for s, r in rows[arm].items() if r["seconds"] and rows["reference"].get(s, {}).get("seconds")}}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     _plot(out / "curves.png", curves, target)
     return summary

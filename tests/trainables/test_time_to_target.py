@@ -26,7 +26,8 @@ def test_the_summary_takes_each_runs_first_point_at_the_target_and_the_ratio_to_
     assert s["arms"]["reference"][0]["seconds"] == 300.0 and s["arms"]["reference"][0]["step"] == 300
     assert s["arms"]["fast"][0]["seconds"] == 100.0
     assert s["arms"]["fast"][1]["seconds"] is None and s["arms"]["fast"][1]["last_acc"] == 0.13
-    assert s["ratio_to_reference"]["fast"] == {0: round(100 / 300, 3)}
+    assert s["mean_seconds"] == {"reference": 300.0, "fast": 100.0}  # the seed that never reached it left out
+    assert s["ratio_to_reference"]["fast"] == {"of_means": round(100 / 300, 3), "per_seed": {0: round(100 / 300, 3)}}
     assert (tmp_path / "curves.png").stat().st_size > 0
 
 
