@@ -216,7 +216,8 @@ def _plot(path: Path, curves: dict, target: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m trainables.time_to_target", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m trainables.time_to_target", description=__doc__.split("\n\n")[0],
+                                epilog="arms: " + "; ".join(f"{name}: {a.about}" for name, a in ARMS.items()))
     p.add_argument("--arm", action="append",
                    help=f"one of: {', '.join(ARMS)} (repeatable; default: reference, batch8-mask30)")
     p.add_argument("--seeds", default="0,1", help="pretraining seeds, comma-separated")

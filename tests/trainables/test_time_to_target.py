@@ -45,7 +45,7 @@ def test_each_arm_runs_its_own_code_and_its_clock_leaves_evaluation_out(tmp_path
     assert r.returncode == 0, r.stdout + r.stderr
     heads = {}
     for arm in ("here", "reference"):
-        head, points = ttt.read_points(out / arm / f"s0.jsonl")
+        head, points = ttt.read_points(out / arm / "s0.jsonl")
         heads[arm] = head
         assert head["cpu"] and isinstance(head["flags"], list) and head["preset"] == "smoke"
         assert [p["step"] for p in points] == [4, 8]
