@@ -45,6 +45,10 @@ class ModelConfig:
     dropout: float = 0.1
     gradient_checkpointing: bool = False
     compile: bool = False
+    # How the learned absolute position embeddings start. normal: BERT's N(0, 0.02), unrelated vectors whose
+    # relative-offset structure must itself be learned; sinusoidal: Vaswani et al. (2017)'s table scaled to the
+    # same per-dimension std, so neighbouring positions start alike. Still learned; checkpoints are unchanged.
+    position_init: str = "normal"
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position"):
@@ -53,7 +57,10 @@ class ModelConfig:
         require(self.hidden_size % self.num_heads == 0,
                  f"model.hidden_size={self.hidden_size} must be divisible by model.num_heads={self.num_heads}")
         require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
+        choice("model.position_init", self.position_init, POSITION_INITS)
 
+
+POSITION_INITS = ("normal", "sinusoidal")
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")

@@ -9,6 +9,7 @@ when a pair loss is on, and the model returns outputs, never losses (``trainable
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -36,9 +37,24 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> Be
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BertForPreTraining(bert_config(cfg, vocab_size, pad_id))
+    if cfg.position_init == "sinusoidal":
+        table = model.bert.embeddings.position_embeddings.weight
+        with torch.no_grad():
+            table.copy_(sinusoidal_positions(*table.shape, std=model.config.initializer_range))
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model
+
+
+def sinusoidal_positions(positions: int, dim: int, std: float) -> torch.Tensor:
+    """Vaswani et al. (2017)'s position table (sin on even, cos on odd dimensions), scaled so each entry's
+    std over the table is ``std`` (BERT's initializer range), like the token embeddings it is added to."""
+    pos = torch.arange(positions, dtype=torch.float64)[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    table = torch.zeros(positions, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq[: dim // 2])
+    return (table * (std / table.std())).float()
 
 
 def _seed_of(base: int, name: str) -> int:

@@ -53,6 +53,10 @@ ARMS: dict[str, Arm] = {
     "batch8-mask30": Arm("cpu-long", ("run.snapshots=", "optim.batch_size=8", "optim.max_steps=32000",
                                       "objective.mask_ratio=0.3", "optim.warmup_frac=0.05"), None,
                          "four times the updates at the reference's tokens: batch 8, mask ratio 0.3, 5% warmup"),
+    # Mask ratio 0.3 at the reference's batch (0.83x its seconds to 15%) with the position table started as
+    # sinusoids (model.position_init): neighbouring positions start alike instead of unrelated.
+    "sin-mask30": Arm("cpu-long", ("run.snapshots=", "objective.mask_ratio=0.3", "model.position_init=sinusoidal"),
+                      None, "the reference's recipe with mask ratio 0.3 and sinusoidal starting positions"),
     "here": Arm("cpu-long", ("run.snapshots=",), None, "cpu-long's recipe on this checkout's code"),
 }
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")

@@ -68,6 +68,32 @@ def test_same_seed_same_initial_weights_for_every_variant(smoke_data):
     assert not torch.equal(a["bert.embeddings.word_embeddings.weight"], c["bert.embeddings.word_embeddings.weight"])
 
 
+def test_sinusoidal_positions_change_only_the_position_table_and_keep_neighbours_alike(smoke_data, tmp_path):
+    """model.position_init=sinusoidal starts the learned position table as Vaswani et al.'s at BERT's std, every
+    other initial weight bit for bit the normal init's (so variants still share them), and the checkpoint still
+    loads with the Auto classes."""
+    from dataclasses import replace
+
+    from trainables.model import sinusoidal_positions
+
+    cfg, data = smoke_data
+    plain = build_model(cfg.model, data.sp.vocab_size, data.sp.pad, seed=3).state_dict()
+    sin = build_model(replace(cfg.model, position_init="sinusoidal"), data.sp.vocab_size, data.sp.pad, seed=3)
+    table = "bert.embeddings.position_embeddings.weight"
+    assert all(torch.equal(v, plain[k]) for k, v in sin.state_dict().items() if k != table)
+    pos = sin.state_dict()[table]
+    assert torch.equal(pos, sinusoidal_positions(*pos.shape, std=0.02)) and abs(pos.std().item() - 0.02) < 1e-6
+    unit = pos / pos.norm(dim=1, keepdim=True)
+    near, far = (unit[10] @ unit[11]).item(), (unit[10] @ unit[40]).item()
+    rand = plain[table] / plain[table].norm(dim=1, keepdim=True)
+    assert near > 0.9 and near > far and abs((rand[10] @ rand[11]).item()) < 0.5  # random rows are unrelated
+    run_cfg = _cfg(tmp_path, "mlm_only", "model.position_init=sinusoidal")
+    run_pretraining(run_cfg, tmp_path / "run")
+    assert AutoModelForMaskedLM.from_pretrained(tmp_path / "run") is not None
+    with pytest.raises(Exception, match="position_init='learned' is not valid; allowed: normal, sinusoidal"):
+        _cfg(tmp_path, "mlm_only", "model.position_init=learned")
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_runs_and_writes_a_loadable_checkpoint(tmp_path, variant):
     cfg = _cfg(tmp_path, variant)
