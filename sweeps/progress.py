@@ -147,7 +147,11 @@ class Progress(tune.Callback):
                   file=self.out, flush=True)
 
     def _metrics(self, result: dict) -> str:
-        shown = {k: result[k] for k in ("step", "probe_score", "eval/mlm_acc", "mean_primary") if k in result}
+        # mean_primary is one fine-tuning seed's test score at the rate best on that seed's dev; the export chooses
+        # the rate by the mean dev over every seed (finetune.selection), so with several seeds the two can differ
+        names = {"mean_primary": "primary_at_this_seeds_rate"}
+        shown = {names.get(k, k): result[k] for k in ("step", "probe_score", "eval/mlm_acc", "mean_primary")
+                 if k in result}
         return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
 
     # ---- Tune events

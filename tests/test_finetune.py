@@ -17,7 +17,8 @@ from trainables.tasks import load_hub_task
 from test_tasks import FIXTURES, write_user_files
 
 EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s",
-                "source_task", "positive_label", "lr", "dev_value", "selected", "head", "epoch"]
+                "source_task", "positive_label", "lr", "dev_value", "selected", "head", "epoch", "dev_majority_share",
+                "probe_c", "probe_iters"]
 PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold", "lr"]
 
 
@@ -190,6 +191,58 @@ def test_probe_records_carry_their_dev_score_and_the_learned_gate_reads_it(tiny_
             pytest.approx([on_dev[task]])
 
 
+def test_the_probe_chooses_its_c_on_dev_per_encoder_and_records_it():
+    """One C for every encoder favours the encoders it suits. An encoder that carries its label in the difference of
+    two features under a large shared nuisance needs a weak penalty (a strong one shrinks towards each feature's own
+    correlation with the label and keeps the nuisance); one whose label is a single wide-margin direction scores the
+    same at every C, and the tie keeps the smallest. fit_on_dev keeps, for each, the C whose dev score is best and
+    says whether its solver converged."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from trainables.finetune.probe import fit_on_dev
+
+    rng = np.random.default_rng(0)
+    cs = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+
+    def make(c):
+        return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=1000))
+
+    def wide_margin(n):
+        y = rng.integers(0, 2, n)
+        return np.c_[(2 * y - 1) * 5 + rng.normal(0, 1, n), rng.normal(0, 1, (n, 3))], y
+
+    def nuisance(n):
+        y = rng.integers(0, 2, n)
+        z = rng.normal(0, 3, n)
+        return np.c_[(2 * y - 1) * 0.5 + rng.normal(0, 0.3, n) + z, z, rng.normal(0, 1, (n, 3))], y
+
+    fits, scores = {}, {}
+    for name, draw in {"wide_margin": wide_margin, "nuisance": nuisance}.items():
+        (x, y), (xd, yd) = draw(1000), draw(2000)
+        clf, fit = fit_on_dev(make, x, y, lambda m: m.score(xd, yd), cs)
+        by_c = {c: make(c).fit(x, y).score(xd, yd) for c in cs}
+        best = max(by_c.values())
+        assert fit.c == min(c for c, v in by_c.items() if v == best) and fit.converged and 0 < fit.iters < 1000
+        assert clf.score(xd, yd) == best
+        fits[name], scores[name] = fit.c, by_c
+    assert fits["wide_margin"] == cs[0] and fits["nuisance"] >= 1.0
+    assert scores["nuisance"][1e-2] < scores["nuisance"][fits["nuisance"]] - 0.2  # a strong penalty costs it
+
+
+def test_probe_records_carry_the_c_chosen_on_dev(tiny_checkpoint, cfg):
+    from trainables.config import ConfigError
+
+    tasks = [load_hub_task("mrpc", FIXTURES / "glue_mrpc"), load_hub_task("conll2003_pos", FIXTURES / "conll2003")]
+    ev, _ = _check_tables(run_finetuning(tiny_checkpoint, [], [0], cfg, mode="probe", datasets=tasks))
+    assert ev["probe_c"].isin(cfg.finetune.probe_cs).all() and (ev["probe_iters"] >= 1).all()
+    ft, _ = _check_tables(run_finetuning(tiny_checkpoint, [], [0], cfg, datasets=tasks[:1]))
+    assert ft["probe_c"].isna().all() and ft["probe_iters"].isna().all()
+    with pytest.raises(ConfigError, match="probe_c_grid='0,1'"):
+        build_config("smoke", overrides=["finetune.probe_c_grid=0,1"])
+
+
 def test_the_probe_reads_each_label_budget_as_its_own_mode_and_leaves_the_main_one_unchanged(tiny_checkpoint, cfg,
                                                                                             tmp_path, monkeypatch):
     """finetune.probe_budgets adds probe@N rows, a classifier fitted on N of the probe's train examples: the main
@@ -212,7 +265,8 @@ def test_the_probe_reads_each_label_budget_as_its_own_mode_and_leaves_the_main_o
     both_cfg = cfg.replace(finetune=cfg.finetune.__class__(**{**cfg.finetune.__dict__, "probe_budgets": "12"}))
     reports = []
     both = run_finetuning(tiny_checkpoint, [], [0], both_cfg, mode="probe", task_files=files, report=reports.append)
-    assert fitted == [cfg.finetune.probe_max_train, 12]
+    grid = len(cfg.finetune.probe_cs)  # each budget fits one classifier per C and keeps the one best on dev
+    assert fitted == [cfg.finetune.probe_max_train] * grid + [12] * grid
     ev, pred = _check_tables(both)
     assert set(ev["mode"]) == {"probe", "probe@12"}
     _, plain_pred = _check_tables(plain)

@@ -101,3 +101,26 @@ def test_every_number_shown_for_a_grid_is_the_chosen_rates(tiny_checkpoint, tmp_
     assert f"mine seed 0: chosen lr 0.001 of 0.0003, 0.001, 0.003, epoch 2: test accuracy=0.5500, dev 0.9000" in printed
     assert "lr 0.001 (best on this seed's dev of 0.0003, 0.001, 0.003), epoch 2, mine/accuracy=0.5500" in printed
     assert "mine/accuracy=0.8000" not in printed.replace("lr0.003/mine/accuracy=0.8000", "")
+
+
+def test_a_seed_s_choice_and_the_export_s_break_a_tie_alike_whatever_the_grid_s_order(monkeypatch):
+    """A tie on dev goes to the lower rate in the export (chosen_rates); a seed's own choice (finetune_one: the first
+    rate best on dev) broke it toward whichever rate the grid listed first, so a grid written high-to-low made the
+    progress line's number and the export's disagree. The grid is tried in ascending order."""
+    from types import SimpleNamespace
+
+    from trainables.finetune import api
+    from trainables.finetune.selection import chosen_rates
+
+    cfg = build_config("smoke", overrides=["finetune.lr_grid=3e-3,1e-3,3e-4"])
+    assert cfg.finetune.rates == (3e-4, 1e-3, 3e-3)
+    dev = {3e-3: 0.7, 1e-3: 0.7, 3e-4: 0.6}  # the two higher rates tie
+
+    def at(ck, data, seed, cfg, device, run_id, lr, writer):
+        rows = [api.EvalRecord(run_id, "t", seed, "finetune", "accuracy", 0.5, True, 10, 0.0, "t", "", lr, dev[lr])]
+        return api.FinetuneResult(rows, []), {"accuracy": dev[lr]}
+
+    monkeypatch.setattr(api, "_finetune_at", at)
+    fit = api.finetune_one(None, SimpleNamespace(spec=SimpleNamespace(metric="accuracy")), 0, cfg, None, "r")
+    exported = chosen_rates(pd.DataFrame([e._asdict() for e in fit.result.evals]))
+    assert fit.lr == 1e-3 and exported["lr"].tolist() == [1e-3]

@@ -299,6 +299,10 @@ class FinetuneConfig:
     # classifier fitted on N of the probe_max_train examples (a subset of them), the rest unchanged: whether what an
     # objective puts in the encoder helps depends on how many labels the reader gets, so the report shows both.
     probe_budgets: str = ""
+    # The probe's L2 strength, chosen on dev per encoder and budget as fine-tuning's rate is (the best dev score; ties:
+    # the smaller C, the stronger penalty): one C for every encoder would favour the encoders it happens to suit.
+    probe_c_grid: str = "1e-3,1e-2,1e-1,1,10,100"
+    probe_max_iter: int = 1000  # lbfgs iterations; the export records those taken (evals.probe_iters)
     tasks: str = "offline"  # default suite: offline | glue | comma-separated names
     # sequence classification reads: pooler (BERT's; NSP trains it, so full - mlm_pairs includes it) | cls (a fresh
     # dense+tanh on [CLS], RoBERTa's head: the checkpoint's pooler weights unused)
@@ -320,9 +324,16 @@ class FinetuneConfig:
             return (-1,)
 
     @property
+    def probe_cs(self) -> tuple[float, ...]:
+        """The probe's C grid, ascending."""
+        return tuple(sorted(float(x) for x in self.probe_c_grid.split(",") if x.strip()))
+
+    @property
     def rates(self) -> tuple[float, ...]:
-        """The learning rates fine-tuning tries: the grid, or the one rate."""
-        return tuple(float(x) for x in self.lr_grid.split(",") if x.strip()) or (self.lr,)
+        """The learning rates fine-tuning tries, ascending: the grid, or the one rate. Ascending, so that a seed's
+        choice (the first rate best on dev) breaks ties toward the lower rate, as the export's does
+        (finetune.selection.chosen_rates); a grid written in another order broke them differently."""
+        return tuple(sorted(float(x) for x in self.lr_grid.split(",") if x.strip())) or (self.lr,)
 
     def __post_init__(self):
         require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
@@ -339,6 +350,13 @@ class FinetuneConfig:
                 and (not self.probe_max_train or all(n < self.probe_max_train for n in extra)),
                 f"finetune.probe_budgets={self.probe_budgets!r} must be distinct comma-separated counts >= 2, each "
                 f"below finetune.probe_max_train={self.probe_max_train}")
+        try:
+            cs = [float(x) for x in self.probe_c_grid.split(",") if x.strip()]
+        except ValueError:
+            cs = [-1.0]
+        require(bool(cs) and all(x > 0 for x in cs),
+                f"finetune.probe_c_grid={self.probe_c_grid!r} must be comma-separated values of C > 0")
+        require(self.probe_max_iter >= 1, f"finetune.probe_max_iter={self.probe_max_iter} must be >= 1")
         require(0.0 <= self.dropout < 1.0, f"finetune.dropout={self.dropout} must be in [0, 1)")
         require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
         require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")

@@ -131,6 +131,13 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("epoch", pa.float64(), "fine-tuning epochs trained when the scored state was reached: with "
            "finetune.keep_best the epoch best on dev (training stops finetune.patience epochs after it), else the "
            "last; NaN for the probe", False),
+    Column("dev_majority_share", pa.float64(), "the share of dev examples given the commonest predicted label, for "
+           "a label task's fine-tuning (NaN otherwise): a fine-tuning at or above 0.95 predicted one label and is "
+           "left out of the estimates (analysis.flags.did_not_learn), decided on dev as the rate is", False),
+    Column("probe_c", pa.float64(), "the probe's inverse L2 strength C, chosen on dev per encoder and label budget "
+           "from finetune.probe_c_grid (NaN for fine-tuning)", False),
+    Column("probe_iters", pa.float64(), "the iterations the probe's solver took at the chosen C; it stopped "
+           "unconverged when this equals finetune.probe_max_iter (NaN for fine-tuning)", False),
 )
 PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
@@ -163,6 +170,9 @@ class EvalRecord(NamedTuple):
     selected: bool = True
     head: str = ""
     epoch: float = float("nan")
+    dev_majority_share: float = float("nan")
+    probe_c: float = float("nan")
+    probe_iters: float = float("nan")
 
 
 class PredictionRecord(NamedTuple):

@@ -163,6 +163,16 @@ class BestOnDev:
         self.model.load_state_dict(self.state)
 
 
+def majority_share(preds: list) -> float:
+    """The share of predictions that are the commonest one, for label predictions; NaN for tag lists and answers
+    (JSON), whose one-label check does not apply (``analysis.flags.did_not_learn``)."""
+    text = [str(p) for p in preds]
+    if not text or any(t.startswith(("[", '"')) for t in text):
+        return float("nan")
+    values, counts = np.unique(text, return_counts=True)
+    return float(counts.max() / len(text))
+
+
 def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
                  run_id: str, lr: float, writer=None) -> tuple[FinetuneResult, dict[str, float]]:
     t0 = time.perf_counter()
@@ -196,14 +206,15 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
     if keeper is not None:
         keeper.restore()
         epoch, latest["dev"] = keeper.epoch, keeper.dev
-    result, dev_metrics = FinetuneResult(), {}
+    result, dev_metrics, share = FinetuneResult(), {}, float("nan")
     for split, task_name in [("dev", ""), *spec.reported_names().items()]:
         rows, preds, golds = latest.pop(split) if split in latest else evaluate(split)
         if split == "dev":
-            dev_metrics = score(spec, preds, golds)
+            dev_metrics, share = score(spec, preds, golds), majority_share(preds)
             continue
         part = _records(run_id, spec, seed, "finetune", task_name, rows, preds, golds, time.perf_counter() - t0,
                         lr, dev_metrics, head_name(spec, ft.head), epoch)
+        part.evals[:] = [e._replace(dev_majority_share=share) for e in part.evals]
         if logger is not None:
             logger.test({e.metric: e.value for e in part.evals}, split)
         result.extend(part)
@@ -300,14 +311,17 @@ def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: 
     it (the classifier fitted once on train, as fine-tuning's records carry the final model's dev metric: analysis
     decides "learned" on it); the dev metrics, those of a smaller budget labelled ``probe@N/metric``."""
     reported = data.spec.reported_names()
-    by_mode = probe_budget_splits(ck, encoder, data, seed, cfg, device, ("dev", *reported))
+    by_mode, fits = probe_budget_splits(ck, encoder, data, seed, cfg, device, ("dev", *reported))
     result, dev_out = FinetuneResult(), {}
     for mode, predicted in by_mode.items():
         dev = score(data.spec, *predicted["dev"][1:])
         dev_out.update({(m if mode == "probe" else f"{mode}/{m}"): v for m, v in dev.items()})
+        fit = fits[mode]
         for split, task_name in reported.items():
-            result.extend(_records(run_id, data.spec, seed, mode, task_name, *predicted[split],
-                                   time.perf_counter() - t0, dev=dev))
+            part = _records(run_id, data.spec, seed, mode, task_name, *predicted[split], time.perf_counter() - t0,
+                            dev=dev)
+            part.evals[:] = [e._replace(probe_c=fit.c, probe_iters=float(fit.iters)) for e in part.evals]
+            result.extend(part)
     return result, dev_out
 
 

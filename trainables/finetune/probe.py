@@ -1,4 +1,4 @@
-"""The linear probe: frozen encoder features, logistic regression, scored on a split (dev by default).
+"""The linear probe: frozen encoder features, logistic regression (its C chosen on dev), scored on a split.
 
 It is the cheap, objective-neutral signal the sweeps rank trials by. Features come from the task type
 (``TaskType.probe``: mean-pooled last hidden states for classification, first-sub-word states for
@@ -8,8 +8,9 @@ tagging); a task type without probe hooks (QA) is refused with one line.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 import torch
@@ -51,19 +52,45 @@ def probe_features(encoder, enc: Encoded, task_type: TaskType, batch_size: int, 
     return out
 
 
+class ProbeFit(NamedTuple):
+    """The classifier a budget kept: its C (chosen on dev) and the iterations its solver took."""
+
+    c: float
+    iters: int
+    converged: bool
+
+
 def probe_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
                  splits: tuple[str, ...]) -> dict[str, tuple[list[dict], list[str], list[str]]]:
-    """Fit a logistic regression on frozen features of train once; predict each of ``splits``.
+    """Fit a logistic regression on frozen features of train (its C chosen on dev); predict each of ``splits``.
     Returns {split: (rows, preds, golds)}."""
-    return probe_budget_splits(ck, encoder, data, seed, cfg, device, splits, main_only=True)["probe"]
+    return probe_budget_splits(ck, encoder, data, seed, cfg, device, splits, main_only=True)[0]["probe"]
+
+
+def fit_on_dev(make, x_train, y_train, dev_score, cs: tuple[float, ...]):
+    """The classifier of the C in ``cs`` (ascending) whose ``dev_score(clf)`` is best; ties keep the smaller C.
+    ``make(c)`` builds an unfitted classifier. Returns (classifier, ProbeFit)."""
+    best = None
+    for c in cs:
+        clf = make(c)
+        clf.fit(x_train, y_train)
+        value = dev_score(clf)
+        if best is None or value > best[0]:
+            best = (value, c, clf)
+    _, c, clf = best
+    iters = int(np.max(clf[-1].n_iter_))
+    return clf, ProbeFit(c, iters, iters < clf[-1].max_iter)
 
 
 def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig,
                         device: torch.device, splits: tuple[str, ...], main_only: bool = False
-                        ) -> dict[str, dict[str, tuple[list[dict], list[str], list[str]]]]:
+                        ) -> tuple[dict[str, dict[str, tuple[list[dict], list[str], list[str]]]], dict[str, ProbeFit]]:
     """One classifier per label budget (``FinetuneConfig.probe_modes``), each predicting every split of ``splits``:
-    {mode: {split: (rows, preds, golds)}}. The encoder reads each example once; a smaller budget's train rows
-    are a subset of the largest's, drawn with the same nested seed. ``main_only``: the ``probe`` mode alone."""
+    ({mode: {split: (rows, preds, golds)}}, {mode: ProbeFit}). Each budget's C is chosen on dev from
+    ``finetune.probe_c_grid`` (fine-tuning chooses its rate there too), so every encoder is read at its own best
+    regularisation. The encoder reads each example once; a smaller budget's train rows are a subset of the
+    largest's, drawn with the same nested seed. ``main_only``: the ``probe`` mode alone."""
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -81,9 +108,17 @@ def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg:
         return probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
 
     train_feats = features(train_rows)
-    evaluated = {split: (rows, features(rows)) for split in splits
+    evaluated = {split: (rows, features(rows)) for split in dict.fromkeys(("dev", *splits))
                  for rows in [subsample(data[split], ft.max_eval_examples, None)]}
-    out = {}
+    dev_rows, dev_feats = evaluated["dev"]
+
+    def dev_score(clf) -> float:
+        return score(spec, *task_type.probe.predict(clf, dev_rows, dev_feats, spec))[spec.metric]
+
+    def make(c: float):
+        return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=ft.probe_max_iter, random_state=draw))
+
+    out, fits = {}, {}
     for mode, budget in ft.probe_modes.items():
         if main_only and mode != "probe":
             continue
@@ -93,11 +128,12 @@ def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg:
         if len(set(y_train)) < 2:
             raise TaskError(f"task {spec.name!r}: the probe's train subset of {len(keep)} examples has a single class "
                             f"{y_train[:1]}; raise finetune.probe_budgets / probe_max_train")
-        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300, random_state=draw))
-        clf.fit(x_train, y_train)
+        with warnings.catch_warnings():  # an unconverged fit is recorded (ProbeFit, evals.probe_iters), not printed
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            clf, fits[mode] = fit_on_dev(make, x_train, y_train, dev_score, ft.probe_cs)
         out[mode] = {split: (rows, *task_type.probe.predict(clf, rows, feats, spec))
-                     for split, (rows, feats) in evaluated.items()}
-    return out
+                     for split, (rows, feats) in evaluated.items() if split in splits}
+    return out, fits
 
 
 def probe_one(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
