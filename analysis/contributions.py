@@ -7,8 +7,9 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
     tasks       one row per (task, mode); a task on which no variant, none included, scores above
                 its chance baseline *on dev* (analysis.baseline.learned_on_dev; on test only for
                 exports without dev values) is "not learned at this budget": its means are shown,
-                its contrasts are not, and it stays out of the averages
-    averages    'average (finetune)' / 'average (probe)' over the learned tasks, each source task
+                its contrasts are not
+    averages    'average (finetune)' / 'average (probe)' over every task the design measured (the same set in
+                every seed block and at every point of a curve, learned or not), each source task
                 weighing the same (mnli_m and mnli_mm are halves of one; evals.source_task)
     Holm        two families, each over every task row of the learned rows, averages included: the
                 primary contrasts (analysis.contrasts.PRIMARY: MLM's effect over none, NSP's loss
@@ -38,7 +39,7 @@ from analysis.bootstrap import Interval, Measurement, multibootstrap
 from analysis.contrasts import ContrastDef, derive_contrasts, holm_family, pair_level_objectives
 from analysis.export import Export
 from analysis.flags import Flag, collapse_flags, contrast_notes, did_not_learn, worse_than_none
-from analysis.inference import Power, contrast_power, family_calls
+from analysis.inference import Power, contrast_power, family_calls, holm, tost_p
 from analysis.stats import example_stats
 from analysis.variants import NONE, VariantSpec, variant_specs
 from trainables.metrics import METRIC_RANGES
@@ -55,6 +56,8 @@ class ContrastEstimate:
     p_adjusted: float = NAN  # Holm within its family (holm_family) over every task row
     power: Power | None = None
     holm_family: str = "secondary"  # primary (analysis.contrasts.PRIMARY) | secondary
+    # TOST within +-analysis.inference.EQUIVALENCE_MARGIN, Holm within the same family: below 0.05, a tie is shown
+    p_equivalence: float = NAN
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,13 @@ class Contributions:
     # the contrasts of the tasks not learned, never called nor in any family (a negative control's truth is
     # 0: whether its intervals cover 0 is still worth reading, analysis.known_answer)
     unlearned: list[ContrastEstimate] = field(default_factory=list)
-    did_not_learn: int = 0  # fine-tunings left out of every estimate: one label for >= 95% of test examples
+    did_not_learn: int = 0  # fine-tunings left out of every estimate: one label for >= 95% of dev examples
     mlm_acc: dict[str, float] = field(default_factory=dict)  # variant -> mean held-out MLM accuracy (MLM variants)
     nsp_acc: dict[str, float] = field(default_factory=dict)  # variant -> mean held-out NSP accuracy (NSP variants)
     preset: str = ""  # the measure runs' preset (their config), when the export records it
+    # the fine-tuned primary cells with every fine-tuning counted (one-label ones too): the intention-to-treat
+    # estimate beside the main one, computed only when some fine-tuning was left out
+    itt: list[ContrastEstimate] = field(default_factory=list)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -248,7 +254,10 @@ def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_bo
 def _averages(tasks: list[_Task], variants, rows, rng, n_boot, level) -> list[_Task]:
     out = []
     for mode in dict.fromkeys(t.mode for t in tasks):
-        group = [t for t in tasks if t.mode == mode and t.learned]
+        # Every task the design measured, learned or not: which tasks were learned is decided per export, so an
+        # average over the learned ones changed its meaning between seed blocks (three tasks in one, four in the
+        # other) and along a curve. A task nobody learned adds noise around 0, not bias.
+        group = [t for t in tasks if t.mode == mode]
         sources = {t.source for t in group}
         if len(sources) < 2:  # mnli_m and mnli_mm alone are one task, not an average
             continue
@@ -299,10 +308,11 @@ def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[C
     for family in ("primary", "secondary"):
         idx = [i for i, (_, d, _) in enumerate(cells) if holm_family(d) == family and out[i] is None]
         adjusted, _, m = family_calls([cells[i][2] for i in idx])
-        for i, p in zip(idx, adjusted):
+        same = holm([tost_p(cells[i][2]) for i in idx])  # equivalence claims are a family of their own
+        for i, p, q in zip(idx, adjusted, same):
             t, d, iv = cells[i]
             out[i] = ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse), float(p),
-                                      contrast_power(iv, m), family)
+                                      contrast_power(iv, m), family, float(q))
     return out
 
 
@@ -322,14 +332,15 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     evals = export.evals[export.evals["run_id"].isin(done["run_id"])]
     rows = np.array([[1.0 if u == v else 0.0 for u in variants] for v in variants]
                     + [[float(d.weights.get(u, 0.0)) for u in variants] for d in defs]).reshape(-1, len(variants))
-    left_out = did_not_learn(export.predictions[export.predictions["run_id"].isin(done["run_id"])])
+    left_out = did_not_learn(export.predictions[export.predictions["run_id"].isin(done["run_id"])], evals)
     tasks, task_msgs = _measure_tasks(export, done, evals, variants, seeds, rows, rng, n_boot, level,
                                       left_out=left_out)
     tasks += _averages(tasks, variants, rows, rng, n_boot, level)
     not_learned = tuple(t.label for t in tasks if not t.learned)
     messages += spec_msgs + missing + task_msgs + [
         f"task {t.label!r} was not learned at this budget: no variant, none included, scores above its chance "
-        f"baseline {t.baseline:.3f} ({t.metric}) on dev; its contrasts are not computed and it is left out of averages"
+        f"baseline {t.baseline:.3f} ({t.metric}) on dev; its contrasts are not computed (it stays in the averages, whose "
+        "task set the design fixes)"
         for t in tasks if not t.learned]
     if len(left_out):
         names = dict(zip(done["run_id"], done["variant"]))
@@ -337,8 +348,11 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
         total = evals[(evals["mode"] == "finetune") & evals["is_primary"]].groupby(
             [evals["run_id"].map(names), "task"]).size()
         listed = ", ".join(f"{v} on {t} ({n} of {int(total.get((v, t), n))})" for (v, t), n in per.items())
-        messages.append(f"{len(left_out)} fine-tuning(s) did not learn (one label for >= 95% of test examples) and "
-                        f"are left out of every estimate: {listed}")
+        where = "dev" if "dev_majority_share" in evals.columns and evals["dev_majority_share"].notna().any() \
+            else "test (this export did not record dev's)"
+        messages.append(f"{len(left_out)} fine-tuning(s) did not learn (one label for >= 95% of {where} examples) and "
+                        f"are left out of the estimates: {listed}; the intention-to-treat estimates, every "
+                        "fine-tuning counted, are beside them (contributions.md)")
     means = {(t.label, v): t.intervals[i] for t in tasks for i, v in enumerate(variants)}
     collapsed, flags, collapse_msgs = collapse_flags(done, export.predictions, variants)
     messages += collapse_msgs
@@ -352,12 +366,29 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                         "and are left out of every family: " + ", ".join(f"{e.contrast.name} on {e.task}" for e in empty))
     unlearned = [ContrastEstimate(t.label, d, iv) for t in tasks if not t.learned
                  for d, iv in zip(defs, t.intervals[len(variants):])]
+    itt = _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n_boot, level) \
+        if len(left_out) else []
     budget, epochs = _budget(done, evals, seeds, variants)
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
                          {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
                          unlearned, len(left_out), _intrinsic(done, _trained(specs, export.objectives, "mlm"), "mlm_acc"),
-                         _intrinsic(done, _trained(specs, export.objectives, "nsp"), "pair_acc_nsp"), _preset(done))
+                         _intrinsic(done, _trained(specs, export.objectives, "nsp"), "pair_acc_nsp"), _preset(done),
+                         itt)
+
+
+def _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n_boot, level) -> list[ContrastEstimate]:
+    """The fine-tuned primary cells with every fine-tuning counted, one-label ones included: the estimand without
+    the condition "given that no fine-tuning predicted one label", Holm-adjusted within themselves. Shown beside
+    the main estimates whenever some fine-tuning was left out; the tasks and averages are the main estimate's."""
+    headline, _ = primary_metrics(evals)
+    tuned = {key: metric for key, metric in headline.items() if key[1] == "finetune"}
+    tasks, _ = _measure_tasks(export, done, evals, variants, seeds, rows, rng, n_boot, level, tuned, left_out=None)
+    tasks += _averages(tasks, variants, rows, rng, n_boot, level)
+    cells = [(t, d, iv) for t in tasks if t.learned for d, iv in zip(defs, t.intervals[len(variants):])
+             if holm_family(d) == "primary" and not degenerate(iv)]
+    adjusted, _, _ = family_calls([iv for _, _, iv in cells])
+    return [ContrastEstimate(t.label, d, iv, (), float(p), None, "primary") for (t, d, iv), p in zip(cells, adjusted)]
 
 
 def _trained(specs: dict[str, VariantSpec], objectives, objective: str) -> tuple[str, ...]:

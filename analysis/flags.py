@@ -80,11 +80,29 @@ def _label_task(predictions: pd.Series) -> bool:
     return not text.str.startswith(("[", '"')).any()
 
 
-def did_not_learn(predictions: pd.DataFrame) -> pd.DataFrame:
-    """The fine-tunings (run_id, task, finetune_seed) of label tasks whose test predictions are one label for
+def did_not_learn(predictions: pd.DataFrame, evals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The fine-tunings (run_id, task, finetune_seed) of label tasks that predict one label for
     >= COLLAPSE_MAJORITY_SHARE of examples: they learned nothing a contrast could credit to an objective (a
     96-step fine-tuning of a pretrained encoder can sit on the majority class while none's learns), so they
-    are left out of every estimate (``analysis.contributions``) and counted. Probes are not judged here."""
+    are left out of the estimates (``analysis.contributions``, which puts an intention-to-treat estimate
+    beside them) and counted. Probes are not judged here.
+
+    Decided on dev (``evals.dev_majority_share``, the chosen rate's), as the rate and "learned" are: deciding
+    on the test predictions would select on the values the contrasts use. Exports that did not record it
+    fall back to the test predictions (``on_test``)."""
+    cols = ["run_id", "task", "finetune_seed"]
+    if evals is not None and "dev_majority_share" in evals.columns and len(evals):
+        rows = evals[(evals["mode"] == "finetune") & evals["is_primary"] & evals.get("selected", True)]
+        if rows["dev_majority_share"].notna().any():
+            stuck = rows[rows["dev_majority_share"] >= COLLAPSE_MAJORITY_SHARE].drop_duplicates(cols)
+            return pd.DataFrame({**{c: stuck[c].to_numpy() for c in cols},
+                                 "share": stuck["dev_majority_share"].astype(float).to_numpy(),
+                                 "label": [""] * len(stuck)}, columns=cols + ["share", "label"])
+    return on_test(predictions)
+
+
+def on_test(predictions: pd.DataFrame) -> pd.DataFrame:
+    """``did_not_learn`` from the test predictions: for exports that did not record the dev share."""
     cols = ["run_id", "task", "finetune_seed"]
     sel = predictions[predictions["mode"] == "finetune"] if len(predictions) else predictions
     if sel.empty:

@@ -15,12 +15,24 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.contributions import ContrastEstimate, Contributions
-from analysis.inference import ALPHA, MAX_SEEDS, POWER, called
+from analysis.inference import ALPHA, EQUIVALENCE_MARGIN, MAX_SEEDS, POWER, called, equivalent
 
 
 def resolved(e: ContrastEstimate) -> bool:
     """The one verdict rule (``analysis.inference.called``) on the family-adjusted p of ``e``."""
     return called(e.interval, e.p_adjusted, ALPHA)
+
+
+def tie(e: ContrastEstimate) -> bool:
+    """Shown equivalent to 0 within the margin fixed before the run (TOST, Holm within the family)."""
+    return not resolved(e) and equivalent(e.interval, getattr(e, "p_equivalence", float("nan")), ALPHA)
+
+
+def verdict(e: ContrastEstimate) -> str:
+    """'resolved', 'a tie within +-0.02 (TOST)', or 'not resolved': an open cell is never called a tie."""
+    if resolved(e):
+        return "resolved"
+    return f"a tie within +-{EQUIVALENCE_MARGIN:g} (TOST)" if tie(e) else "not resolved"
 
 
 def family_size(c: Contributions, family: str | None = None) -> int:
@@ -47,8 +59,7 @@ def _primary(c: Contributions, check=None) -> str:
     shown = [e for e in prim if e.task.startswith("average")] or prim
     tag = check if callable(check) else _first_mention(check)
     items = "; ".join(f"{e.contrast.name} on {e.task} {e.interval.estimate:+.3f} [{e.interval.lo:+.3f}, "
-                      f"{e.interval.hi:+.3f}] {'resolved' if resolved(e) else 'not resolved'}{tag(e)}"
-                      for e in shown)
+                      f"{e.interval.hi:+.3f}] {verdict(e)}{tag(e)}" for e in shown)
     pos = sum(resolved(e) and e.interval.estimate > 0 for e in prim)
     neg = sum(resolved(e) and e.interval.estimate < 0 for e in prim)
     return (f"The primary question (MLM's effect over none, NSP's loss effect; declared before the run): {items}. "

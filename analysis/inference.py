@@ -52,6 +52,29 @@ SEED_VAR_LEVEL = 0.9  # two-sided chi-square interval of the seed variance behin
 PROSPECTIVE_SEEDS = (3, 5, 10, 20)  # designs the prospective MDE is given for
 
 
+# Equivalence ("a tie"): a margin fixed before any data, in the metric's units. Two one-sided tests (TOST,
+# Schuirmann 1987) at alpha: the difference is shown to lie within +-margin. A cell that is neither called nor shown
+# equivalent is "not resolved", never a tie. A rule file may set its own margin (analysis.rules).
+EQUIVALENCE_MARGIN = 0.02
+
+
+def tost_p(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> float:
+    """The TOST p-value that the true difference lies within +-``margin``: the larger of the two one-sided t
+    p-values on the interval's se and df. NaN when the interval has no se."""
+    if not (np.isfinite(iv.estimate) and np.isfinite(iv.se) and np.isfinite(iv.df)):
+        return float("nan")
+    if iv.se <= 0:
+        return 0.0 if abs(iv.estimate) < margin else 1.0
+    lower = sps.t.sf((iv.estimate + margin) / iv.se, iv.df)  # H0: d <= -margin
+    upper = sps.t.cdf((iv.estimate - margin) / iv.se, iv.df)  # H0: d >= +margin
+    return float(max(lower, upper))
+
+
+def equivalent(iv: Interval, p_adjusted: float, alpha: float = ALPHA) -> bool:
+    """A tie within the margin: reliable interval, family-adjusted TOST p below alpha."""
+    return bool(iv.reliable and np.isfinite(p_adjusted) and p_adjusted < alpha)
+
+
 def holm(p_values: Sequence[float]) -> np.ndarray:
     """Holm-adjusted p-values in the input order; NaN stays NaN and does not count in the family."""
     p = np.asarray(p_values, dtype=np.float64)

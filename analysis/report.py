@@ -39,7 +39,7 @@ from analysis.contrasts import FAMILIES, primary_name
 from analysis.export import load_export
 from analysis.formats import input_format_section
 from analysis.headline import count, effect_text, families, family_size, headline, resolved
-from analysis.inference import called
+from analysis.inference import EQUIVALENCE_MARGIN, called, equivalent
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
 from analysis.summary import WIDTH as SUMMARY_WIDTH, run_summary
@@ -65,9 +65,10 @@ def format_interval(iv: Interval, signed: bool = False, short: bool = False) -> 
     return f"{est} [{f.format(iv.lo)}, {f.format(iv.hi)}]"
 
 
-def verdict(iv: Interval, p_adjusted: float) -> str:
+def verdict(iv: Interval, p_adjusted: float, p_equivalence: float = float("nan")) -> str:
     """Plain words for one difference: a finding only when ``analysis.inference.called`` (reliable,
-    excluding 0, family-adjusted p < 0.05); never on the raw p."""
+    excluding 0, family-adjusted p < 0.05); never on the raw p. A tie only when shown by TOST within
+    ``analysis.inference.EQUIVALENCE_MARGIN`` (family-adjusted)."""
     if not iv.reliable:
         return f"unreliable: {count(iv.n_seeds, 'pretraining seed')}, at least {MIN_RELIABLE_SEEDS} needed"
     if not np.isfinite(iv.lo):
@@ -76,6 +77,8 @@ def verdict(iv: Interval, p_adjusted: float) -> str:
         return f"{'positive' if iv.estimate > 0 else 'negative'} (Holm p={p_adjusted:.2g})"
     if iv.excludes_zero:
         return f"inconclusive after Holm (p={iv.p_value:.2g}, Holm p={p_adjusted:.2g})"
+    if equivalent(iv, p_equivalence):
+        return f"a tie within +-{EQUIVALENCE_MARGIN:g} (TOST, Holm p={p_equivalence:.2g})"
     return "inconclusive: interval includes 0"
 
 
@@ -102,7 +105,7 @@ class Report:
                              seeds_needed=p.seeds_needed if p and p.seeds_needed else np.nan,
                              seeds_needed_lo=p.seeds_range[0] if p and p.seeds_range[0] else np.nan,
                              seeds_needed_hi=p.seeds_range[1] if p and p.seeds_range[1] else np.nan,
-                             power=p.verdict if p else "", verdict=verdict(e.interval, e.p_adjusted),
+                             power=p.verdict if p else "", verdict=verdict(e.interval, e.p_adjusted, e.p_equivalence),
                              notes="; ".join(e.contrast.notes + e.notes), holm_family=e.holm_family))
         return pd.DataFrame(rows)
 
@@ -151,7 +154,7 @@ def _contrast_rows(es: list[ContrastEstimate]) -> list[list[str]]:
         iv, p = e.interval, e.power
         power = "" if p is None else (f"{p.mde:.3f}" if np.isfinite(p.mde) else "")
         rows.append([e.contrast.name, e.task, format_interval(iv, signed=True), f"{iv.p_value:.2g}",
-                     f"{e.p_adjusted:.2g}", verdict(iv, e.p_adjusted), power,
+                     f"{e.p_adjusted:.2g}", verdict(iv, e.p_adjusted, e.p_equivalence), power,
                      "" if p is None or resolved(e) else p.verdict, "; ".join(e.contrast.notes + e.notes)])
     return rows
 
@@ -166,6 +169,18 @@ def _contrast_sections(c: Contributions) -> list[str]:
                     key=lambda e: (order.index(e.contrast.name), c.tasks.index(e.task)))
         if es:
             out += [f"## {FAMILY_TITLES[family]}", ""] + _md_table(header, _contrast_rows(es)) + [""]
+    if c.itt:
+        main = {(e.contrast.name, e.task): e for e in c.contrasts}
+        rows = [[e.contrast.name, e.task, format_interval(e.interval, signed=True), f"{e.p_adjusted:.2g}",
+                 verdict(e.interval, e.p_adjusted),
+                 format_interval(main[(e.contrast.name, e.task)].interval, signed=True)
+                 if (e.contrast.name, e.task) in main else "not estimated"] for e in c.itt]
+        out += ["## Intention to treat: every fine-tuning counted", "",
+                f"{c.did_not_learn} fine-tuning(s) predicted one label and are left out of the tables above, so those "
+                "estimate the effect given that no fine-tuning collapsed. Here the fine-tuned primary cells count "
+                "every fine-tuning (Holm within these cells); where the two disagree, the collapse is part of the "
+                "effect.", ""] + _md_table(["contrast", "task", "every fine-tuning", "Holm p", "verdict",
+                                             "left out (above)"], rows) + [""]
     return out
 
 

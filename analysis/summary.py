@@ -19,7 +19,7 @@ import numpy as np
 
 from analysis.contributions import Contributions, split_label
 from analysis.contrasts import primary_name
-from analysis.headline import WORD_FREQUENCY_STAGE, count, resolved
+from analysis.headline import WORD_FREQUENCY_STAGE, count, resolved, tie
 
 NSP_CHANCE_MARGIN = 0.05  # NSP's held-out accuracy must clear chance (0.5) by this much for its head to count as trained
 WIDTH = 9  # the label column
@@ -116,7 +116,7 @@ def answer(c: Contributions) -> str:
     for name, es in groups.items():
         averages = all(e.task.startswith("average") for e in es)
         cells = ", ".join(f"{_reading(e.task) if averages else 'on ' + e.task} {_fmt(e)}"
-                          f"{' resolved' if resolved(e) else ''}" for e in es)
+                          f"{' resolved' if resolved(e) else ' a tie (TOST)' if tie(e) else ''}" for e in es)
         d = es[0].contrast
         formula = " - ".join(v for sign in (1, -1) for v, w in d.weights.items() if w * sign > 0)
         items.append(f"{primary_name(d) or name} ({formula}){', on the average:' if averages else ':'} {cells}")

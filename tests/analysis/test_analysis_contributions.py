@@ -124,14 +124,44 @@ def test_collapse_is_flagged_with_its_reason_and_worse_than_none_needs_an_interv
     assert "contrast against nsp_only (collapsed): not credited to MLM" in mlm.notes
 
 
-def test_a_task_no_variant_learned_is_reported_and_left_out(tmp_path):
+def test_a_task_no_variant_learned_shows_no_contrast_but_stays_in_the_average(tmp_path):
+    """Whether a task was learned is decided per export; an average over the learned tasks changed its meaning
+    between seed blocks (three tasks in one, four in the other). The average is over every task the design
+    measured, in every export alike."""
     at_chance = {v: 0.5 for v in SEED_MEANS}
     c = _estimate(write_export(tmp_path / "e", SEED_MEANS, tasks=("sst", "topic", "ner"),
                                task_means={"ner": at_chance}))
     assert c.not_learned == ("ner",) and c.baselines["ner"] == pytest.approx(0.5)
     assert not any(e.task == "ner" for e in c.contrasts) and ("ner", "full") in c.means
-    assert c.means[("average (finetune)", "full")].estimate == pytest.approx(0.8)  # ner not averaged in
-    assert any("'ner' was not learned at this budget" in m for m in c.messages)
+    assert c.means[("average (finetune)", "full")].estimate == pytest.approx((0.8 + 0.8 + 0.5) / 3)
+    assert any("'ner' was not learned at this budget" in m and "stays in the averages" in m for m in c.messages)
+    learned = _estimate(write_export(tmp_path / "f", SEED_MEANS, tasks=("sst", "topic", "ner")))
+    assert learned.not_learned == () and {t for t in learned.tasks} == {t for t in c.tasks}  # the same rows
+
+
+def _with_dev_shares(root, shares):
+    """``root``'s evals with evals.dev_majority_share set per run_id (others 0.5)."""
+    path = root / "evals.parquet"
+    ev = pd.read_parquet(path)
+    ev["dev_majority_share"] = ev["run_id"].map(shares).fillna(0.5).where(ev["mode"] == "finetune")
+    ev.to_parquet(path)
+    return root
+
+
+def test_one_label_fine_tunings_are_decided_on_dev_and_the_intention_to_treat_estimate_sits_beside(tmp_path):
+    """The one-label exclusion read the test predictions, the values the contrasts use. Decided on dev: mlm_only's
+    test predictions are one label (majority) while its dev predictions were not, so it stays in; none's seed-0
+    fine-tunings predicted one label on dev, so they leave, and the intention-to-treat cells count them."""
+    means = {"mlm_only": 0.8, "none": 0.6}
+    root = write_export(tmp_path / "e", means, majority=("mlm_only",), n_examples=200)
+    assert _estimate(root).did_not_learn == 12  # no dev shares recorded: the test predictions decide, as before
+    c = _estimate(_with_dev_shares(root, {"none-s0": 0.97}))
+    assert c.did_not_learn == 4 and any("95% of dev examples" in m for m in c.messages)
+    itt = {e.task: e for e in c.itt}
+    assert set(itt) == {"sst", "topic", "average (finetune)"}
+    main = _contrast(c, "sst", "mlm_only - none")
+    assert itt["sst"].interval.n_seeds == 3 and main.interval.n_seeds == 2  # seed 0 counted only in the ITT
+    assert _estimate(_with_dev_shares(root, {})).itt == []  # nothing left out: no second estimate
 
 
 def test_tasks_sharing_a_source_task_count_once_in_the_average(tmp_path):

@@ -75,3 +75,26 @@ def test_seeds_needed_come_with_a_range_that_brackets_them_and_widens_as_seeds_f
         assert lo <= p.seeds_needed <= hi and lo < hi and "range" in p.verdict and "m=11" in p.verdict
         ratios.append(hi / lo)
     assert ratios[0] < ratios[1] < ratios[2] and ratios[2] > 10  # 2 df: 0.33x to 19.5x the seed variance
+
+
+def test_tost_shows_a_tie_only_within_the_margin_at_its_stated_rate():
+    """Known truth: a difference exactly at the margin is shown equivalent in at most 5% of simulated readings
+    (TOST's size), a true zero with a small se in most; an interval as wide as cpu-long's fine-tuned average
+    (-0.008 [-0.044, +0.028] at 6 seeds) is no tie at 0.01, 0.02 or 0.03."""
+    from scipy import stats as sps
+
+    from analysis.bootstrap import Interval
+    from analysis.inference import tost_p
+
+    rng = np.random.default_rng(0)
+
+    def reading(truth, se, df=5.0):
+        est = truth + se * rng.standard_t(df)
+        return Interval(est, est - 2.57 * se, est + 2.57 * se, 0.5, se, df, 6, True, est, est)
+
+    at_margin = np.mean([tost_p(reading(0.02, 0.006)) < 0.05 for _ in range(4000)])
+    at_zero = np.mean([tost_p(reading(0.0, 0.004)) < 0.05 for _ in range(2000)])
+    assert at_margin <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 4000) and at_zero > 0.6
+    half = 0.036 / sps.t.ppf(0.975, 5)
+    wide = Interval(-0.008, -0.044, 0.028, 0.6, half, 5.0, 6, True, -0.044, 0.028)
+    assert all(tost_p(wide, m) > 0.05 for m in (0.01, 0.02, 0.03))
