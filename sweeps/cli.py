@@ -69,6 +69,8 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--storage", default="runs", help="results root: a directory, s3://BUCKET/PATH or gs://BUCKET/PATH")
     p.add_argument("--name", help="experiment name (default: SCRIPT-PRESET-TIMESTAMP)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep of the same --name")
+    p.add_argument("--rule", help="a rule file (docs/rules/NAME.toml, committed before the run): each clause judged "
+                                  "from the export at the end, PASS/FAIL beside the rule's git hash (analysis.rules)")
     p.add_argument("--quiet", action="store_true", help="only the final table")
     p.add_argument("--verbose", action="store_true", help="every trial event and every library's log line on the terminal (all are in <run>/run.log)")
     p.add_argument("--plan", action="store_true", help="print what the sweep will cost (runs, tokens, FLOPs, wall "

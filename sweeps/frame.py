@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -182,6 +183,10 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         cfg = with_shared_data(sweep.configure(args), root)
         from trainables.tasks import resolve_tasks
 
+        if getattr(args, "rule", None):  # a rule that cannot be judged fails now, not after an hour of training
+            from analysis.rules import load_rule
+
+            load_rule(args.rule)
         ctx = Context(cfg, args, root, resolve_tasks(cfg.finetune.tasks), Progress(args.quiet, args.verbose))
         if args.plan:
             print(sweep_plan(sweep, ctx).format())
@@ -209,8 +214,26 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:  # nothing is exported or reported from a phase that did not finish
         print(f"interrupted: {e or 'Ctrl-C'}; every finished trial is kept", file=sys.stderr)
         return INTERRUPTED
-    finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
+    report_dir = finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
+    if getattr(args, "rule", None):
+        judge_rule(args, root, export_dir, report_dir, (time.time() - t0) / 60)
     return sweep.status(root) if sweep.status else 0
+
+
+def judge_rule(args: argparse.Namespace, root: str, export_dir: str, report_dir: str | None, minutes: float) -> None:
+    """The rule's verdict, clause by clause, computed from the export (``analysis.rules``); written as rule.json
+    into the export and the report, so the export carries the rule file's hash."""
+    if "://" in root:
+        print(f"rule: judge it on a local copy: python -m analysis.rules {args.rule} <local copy of {export_dir}>")
+        return
+    from analysis.rules import cpu_kind, judge_export, write_judgement
+
+    check_file = Path(root) / "instrument_check" / "report" / "known_answer.json"
+    check = json.loads(check_file.read_text()) if check_file.exists() else None
+    kind = None if args.gpus_per_trial else cpu_kind()
+    judgement = judge_export(args.rule, export_dir, minutes, kind, check)
+    print("\n" + "\n".join(judgement.lines()), flush=True)
+    write_judgement(judgement, export_dir, report_dir)
 
 
 def run_phases(sweep: Sweep, ctx: Context) -> dict:
@@ -237,7 +260,7 @@ def sweep_plan(sweep: Sweep, ctx: Context):
 
 
 def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | None], plan=None,
-           progress: Progress | None = None) -> int:
+           progress: Progress | None = None) -> str | None:
     """The last lines every sweep prints: where the export, the report and the TensorBoard logs are, and
     the plan next to what the phases took."""
     print(f"\nexport: {export_dir}", flush=True)
@@ -252,4 +275,4 @@ def finish(root: str, export_dir: str, t0: float, report: Callable[[str], str | 
             (Path(report_dir) / "plan.json").write_text(plan.to_json() + "\n")
     print(f"report: {report_dir}\nTensorBoard: tensorboard --logdir {root}\n"
           f"finished in {(time.time() - t0) / 60:.1f} min", flush=True)
-    return 0
+    return report_dir

@@ -1,0 +1,371 @@
+"""Rules as files, verdicts by code: what a run must show, fixed before the run, judged from its export.
+
+    python -m analysis.rules docs/rules/cpu-long.toml runs/NAME/export            # judge an export
+    python sweeps/objective_weights.py --preset cpu-long --rule docs/rules/cpu-long.toml   # judged at the end
+
+A rule is a TOML file under ``docs/rules/``, committed before the run it judges: a rule written or re-read
+after the data is not evidence. Each verdict records the rule file's git blob hash, the last commit that
+touched it, and whether the file the run read is that committed version; a verdict under an uncommitted or
+edited rule says so on its first line. A rule holds:
+
+    name, command          what it judges and the command that runs it (documentation)
+    preset, first_seed, seeds      the design the run must have had (first_seed may list several blocks)
+    primary                the contrast the rule is about (e.g. "mlm_only - none")
+    tasks                  the task set every average and count is over, fixed here, the same at every point
+    equivalence_margin     the margin inside which a "tie" may be called (TOST; analysis.inference)
+    [wall_minutes]         wall-time limits per CPU kind: native_bf16, fp32 (minutes, install not counted)
+    [[clause]]             one per claim; ``kind`` is one of CLAUSES below, the other keys its thresholds
+
+A clause is PASS, FAIL, or NOT MEASURED (what it needs is not in the export: never a pass). The rule
+passes when every clause passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from analysis.inference import EQUIVALENCE_MARGIN
+
+PASS, FAIL, UNMEASURED = "PASS", "FAIL", "NOT MEASURED"
+CPU_KINDS = ("native_bf16", "fp32")
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be judged: one line naming the bad value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    path: str
+    name: str
+    command: str = ""
+    preset: str = ""
+    first_seed: int | list[int] | None = None  # a list: any one of these blocks of seeds
+    seeds: int | None = None
+    primary: str = ""
+    tasks: tuple[str, ...] = ()
+    equivalence_margin: float | None = None
+    wall_minutes: dict[str, float] = field(default_factory=dict)
+    clauses: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    clause: str  # the clause in words, thresholds included
+    status: str  # PASS | FAIL | NOT MEASURED
+    observed: str  # what the export shows
+
+
+@dataclass(frozen=True)
+class Provenance:
+    path: str
+    sha256: str  # of the bytes the run read
+    blob: str  # git's blob hash of those bytes (git hash-object)
+    committed: bool  # the bytes are the file as committed at HEAD
+    last_commit: str  # the last commit that touched the file ('' outside git)
+    last_commit_time: str  # its committer date, ISO 8601
+
+    def line(self) -> str:
+        if self.committed:
+            return f"rule {self.path} (blob {self.blob[:12]}, committed in {self.last_commit[:12]} {self.last_commit_time})"
+        return (f"rule {self.path} (blob {self.blob[:12]}) is NOT the committed file: a rule must be committed before "
+                "the run it judges, so this verdict is not evidence")
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise RuleError(message)
+
+
+def load_rule(path: str | Path) -> Rule:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise RuleError(f"rule {path}: cannot read it ({e.strerror or e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RuleError(f"rule {path}: not valid TOML ({e})") from None
+    known = {"name", "command", "preset", "first_seed", "seeds", "primary", "tasks", "equivalence_margin",
+             "wall_minutes", "clause"}
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise RuleError(f"rule {path}: unknown key {extra[0]!r}; allowed: {', '.join(sorted(known))}")
+    _require(isinstance(raw.get("name"), str) and raw["name"], f"rule {path}: name must be a non-empty string")
+    walls = raw.get("wall_minutes", {})
+    bad = sorted(set(walls) - set(CPU_KINDS))
+    if bad:
+        raise RuleError(f"rule {path}: wall_minutes.{bad[0]} is not a CPU kind; allowed: {', '.join(CPU_KINDS)}")
+    clauses = tuple(raw.get("clause", []))
+    for i, c in enumerate(clauses):
+        kind = c.get("kind")
+        _require(kind in CLAUSES, f"rule {path}: clause {i + 1} kind={kind!r} is not valid; allowed: "
+                                  f"{', '.join(CLAUSES)}")
+        missing = [k for k in CLAUSES[kind][0] if k not in c]
+        _require(not missing, f"rule {path}: clause {i + 1} ({kind}) needs {', '.join(missing)}")
+    margin = raw.get("equivalence_margin")
+    _require(margin is None or (isinstance(margin, (int, float)) and margin > 0),
+             f"rule {path}: equivalence_margin={margin!r} must be a number > 0")
+    # The tables test ties at one margin; a rule that stated another would be judged against a test nobody ran.
+    _require(margin is None or abs(margin - EQUIVALENCE_MARGIN) < 1e-12,
+             f"rule {path}: equivalence_margin={margin!r}: this version tests ties at +-{EQUIVALENCE_MARGIN} "
+             f"(analysis.inference.EQUIVALENCE_MARGIN); restate that or leave it out")
+    return Rule(str(path), raw["name"], raw.get("command", ""), raw.get("preset", ""), raw.get("first_seed"),
+                raw.get("seeds"), raw.get("primary", ""), tuple(raw.get("tasks", ())), margin,
+                {k: float(v) for k, v in walls.items()}, clauses)
+
+
+def provenance(path: str | Path) -> Provenance:
+    """The rule file's hashes and whether the bytes read are the committed ones (git, from the file's folder)."""
+    path = Path(path).resolve()
+    data = path.read_bytes()
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    sha = hashlib.sha256(data).hexdigest()
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", "-C", str(path.parent), *args], capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    top = git("rev-parse", "--show-toplevel")
+    if not top:
+        return Provenance(str(path), sha, blob, False, "", "")
+    rel = path.relative_to(Path(top).resolve()).as_posix()
+    head_blob = git("rev-parse", f"HEAD:{rel}")
+    last = git("log", "-1", "--format=%H %cI", "--", rel).split()
+    return Provenance(rel, sha, blob, head_blob == blob, last[0] if last else "", last[1] if len(last) > 1 else "")
+
+
+@dataclass
+class Facts:
+    """What the clauses read: the report's estimates, the export's runs, the sweep's wall time and CPU kind."""
+
+    contributions: Any  # analysis.contributions.Contributions
+    runs: Any  # the export's runs table (measure runs)
+    check: dict | None = None
+    wall_minutes: float | None = None
+    cpu_kind: str | None = None  # native_bf16 | fp32 | None (not a CPU run, or unknown)
+
+
+def _contrast_rows(c, contrast: str):
+    return [e for e in c.contrasts if e.contrast.name == contrast or contrast in getattr(e.contrast, "also", ())]
+
+
+def _fmt(e) -> str:
+    iv = e.interval
+    return f"{iv.estimate:+.3f} [{iv.lo:+.3f}, {iv.hi:+.3f}]"
+
+
+def _task_of(row: str) -> str:
+    return row.split(" (")[0]
+
+
+def _called(e, sign: int) -> bool:
+    from analysis.headline import resolved
+
+    return bool(resolved(e) and np.sign(e.interval.estimate) == sign)
+
+
+def clause_check(rule: Rule, c: dict, f: Facts) -> Verdict:
+    text = "the instrument check passes"
+    if f.check is None:
+        return Verdict(text, UNMEASURED, "no instrument check ran with this sweep")
+    return Verdict(text, PASS if f.check.get("passed") else FAIL, "PASS" if f.check.get("passed") else "FAIL")
+
+
+def clause_design(rule: Rule, c: dict, f: Facts) -> Verdict:
+    want = []
+    if rule.preset:
+        want.append(f"preset {rule.preset}")
+    firsts = rule.first_seed if isinstance(rule.first_seed, list) else [rule.first_seed or 0]
+    blocks = [tuple(range(first, first + rule.seeds)) for first in firsts] if rule.seeds is not None else []
+    if blocks:
+        want.append("pretraining seeds " + " or ".join(f"{b[0]}-{b[-1]}" for b in blocks))
+    text = "the run has the rule's design: " + (", ".join(want) or "(none stated)")
+    cs = f.contributions
+    seeds = tuple(sorted(int(s) for s in cs.pretrain_seeds))
+    seen = f"preset {cs.preset or '?'}, pretraining seeds {','.join(map(str, seeds)) or 'none'}"
+    ok = (not rule.preset or cs.preset == rule.preset) and (not blocks or seeds in blocks)
+    return Verdict(text, PASS if ok else FAIL, seen)
+
+
+def clause_wall(rule: Rule, c: dict, f: Facts) -> Verdict:
+    limits = ", ".join(f"{k} {v:g}" for k, v in rule.wall_minutes.items())
+    text = f"wall time at most the limit for this CPU kind (minutes: {limits or 'none stated'})"
+    if f.wall_minutes is None or f.cpu_kind is None:
+        return Verdict(text, UNMEASURED, "the sweep's wall time or CPU kind is not recorded (a GPU run, or judged "
+                                         "from an export alone)")
+    if f.cpu_kind not in rule.wall_minutes:
+        return Verdict(text, UNMEASURED, f"{f.wall_minutes:.1f} min on a {f.cpu_kind} CPU: the rule sets no limit there")
+    limit = rule.wall_minutes[f.cpu_kind]
+    return Verdict(text, PASS if f.wall_minutes <= limit else FAIL,
+                   f"{f.wall_minutes:.1f} min on a {f.cpu_kind} CPU (limit {limit:g})")
+
+
+def clause_every_run(rule: Rule, c: dict, f: Facts) -> Verdict:
+    """Every measure run that trains ``objective`` has ``column`` >= ``at_least`` (e.g. mlm, mlm_acc, 0.15)."""
+    obj, col, floor = c["objective"], c["column"], float(c["at_least"])
+    text = f"every measure run with a {obj} loss has {col} >= {floor:g}"
+    runs = f.runs
+    weight = f"{obj}_weight"
+    if runs is None or col not in runs.columns or weight not in runs.columns:
+        return Verdict(text, UNMEASURED, f"the export has no {col} or {weight} column")
+    vals = runs[runs[weight] > 0][["variant", "pretrain_seed", col]].dropna()
+    if vals.empty:
+        return Verdict(text, UNMEASURED, f"no measure run recorded {col}")
+    low = vals.sort_values(col).iloc[0]
+    short = vals[vals[col] < floor]
+    seen = (f"lowest {low[col]:.3f} ({low['variant']} seed {int(low['pretrain_seed'])}) over {len(vals)} runs"
+            + (f"; {len(short)} below" if len(short) else ""))
+    return Verdict(text, PASS if short.empty else FAIL, seen)
+
+
+def clause_one_label(rule: Rule, c: dict, f: Facts) -> Verdict:
+    most = int(c.get("at_most", 0))
+    n = int(f.contributions.did_not_learn)
+    return Verdict(f"at most {most} fine-tunings predict one label", PASS if n <= most else FAIL,
+                   f"{n} predicted one label")
+
+
+def clause_called(rule: Rule, c: dict, f: Facts) -> Verdict:
+    """``contrast`` called with ``sign`` (positive | negative) after Holm on at least ``tasks_at_least``
+    distinct tasks of the rule's task set (averages are not tasks); ``reading`` (optional) restricts the rows
+    to one reading, e.g. "probe" or "finetune"."""
+    contrast, need = c["contrast"], int(c["tasks_at_least"])
+    sign = {"positive": 1, "negative": -1}.get(c.get("sign", "positive"))
+    _require(sign is not None, f"rule {rule.path}: sign={c.get('sign')!r} is not valid; allowed: positive, negative")
+    reading = c.get("reading")
+    text = (f"{contrast} called {c.get('sign', 'positive')} after Holm on >= {need} distinct tasks"
+            + (f" ({reading} rows)" if reading else "") + (f" of {', '.join(rule.tasks)}" if rule.tasks else ""))
+    rows = [e for e in _contrast_rows(f.contributions, contrast) if not e.task.startswith("average")
+            and (not rule.tasks or _task_of(e.task) in rule.tasks) and (reading is None or _reading(e.task) == reading)]
+    if not rows:
+        return Verdict(text, UNMEASURED, f"no {contrast} row in the export")
+    hits = sorted({_task_of(e.task) for e in rows if _called(e, sign)})
+    return Verdict(text, PASS if len(hits) >= need else FAIL,
+                   f"{len(hits)} task{'' if len(hits) == 1 else 's'}" + (f": {', '.join(hits)}" if hits else ""))
+
+
+def _reading(row: str) -> str:
+    """'pos (probe, 1000 labels)' -> 'probe'; 'pos' -> 'finetune'."""
+    if " (" not in row:
+        return "finetune"
+    inner = row.split(" (", 1)[1].rstrip(")")
+    return "finetune" if inner == "finetune" else inner.split(",")[0]
+
+
+def clause_estimate(rule: Rule, c: dict, f: Facts) -> Verdict:
+    """``contrast`` on ``row``: estimate >= ``at_least`` (optional) and interval's lower end > ``lower_above``
+    (optional)."""
+    contrast, row = c["contrast"], c["row"]
+    least, above = c.get("at_least"), c.get("lower_above")
+    bits = ([f"estimate >= {least:+g}"] if least is not None else []) + (
+        [f"lower bound > {above:+g}"] if above is not None else [])
+    text = f"{contrast} on {row}: {' and '.join(bits) or 'estimated'}"
+    es = [e for e in _contrast_rows(f.contributions, contrast) if e.task == row]
+    if not es or not np.isfinite(es[0].interval.estimate):
+        return Verdict(text, UNMEASURED, f"no {contrast} estimate on {row}")
+    iv = es[0].interval
+    ok = (least is None or iv.estimate >= least) and (above is None or iv.lo > above)
+    return Verdict(text, PASS if ok else FAIL, _fmt(es[0]))
+
+
+# kind -> (required keys, judge)
+CLAUSES: dict[str, tuple[tuple[str, ...], Callable[[Rule, dict, Facts], Verdict]]] = {
+    "check": ((), clause_check),
+    "design": ((), clause_design),
+    "wall_time": ((), clause_wall),
+    "every_run": (("objective", "column", "at_least"), clause_every_run),
+    "one_label": ((), clause_one_label),
+    "called": (("contrast", "tasks_at_least"), clause_called),
+    "estimate": (("contrast", "row"), clause_estimate),
+}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    rule: str
+    provenance: Provenance
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.provenance.committed and all(v.status == PASS for v in self.verdicts)
+
+    def lines(self) -> list[str]:
+        n_pass = sum(v.status == PASS for v in self.verdicts)
+        head = (f"Rule {self.rule}: {'PASS' if self.passed else 'FAIL'} ({n_pass} of {len(self.verdicts)} clauses "
+                f"pass); {self.provenance.line()}")
+        return [head] + [f"  {v.status:<12} {v.clause}: {v.observed}" for v in self.verdicts]
+
+    def to_json(self) -> str:
+        return json.dumps({"rule": self.rule, "passed": self.passed, "provenance": asdict(self.provenance),
+                           "verdicts": [asdict(v) for v in self.verdicts]}, indent=2)
+
+
+def judge(rule: Rule, facts: Facts) -> Judgement:
+    return Judgement(rule.name, provenance(rule.path),
+                     tuple(CLAUSES[c["kind"]][1](rule, c, facts) for c in rule.clauses))
+
+
+def measure_runs(export) -> Any:
+    runs = export.runs
+    return runs[(runs["phase"] == "measure") & (runs["status"] == "completed")]
+
+
+def cpu_kind() -> str:
+    """This machine's CPU kind as rules name it: native_bf16 when it has amx_bf16 or avx512_bf16, else fp32."""
+    from trainables.runtime import cpu_bf16_flag
+
+    return "native_bf16" if cpu_bf16_flag() else "fp32"
+
+
+def judge_export(rule_path: str | Path, export_dir: str | Path, wall_minutes: float | None = None,
+                 kind: str | None = None, check: dict | None = None, n_boot: int = 1000) -> Judgement:
+    """Load the rule and the export, estimate as the report does, and judge every clause."""
+    from analysis.export import load_export
+    from analysis.report import build_report
+
+    rule = load_rule(rule_path)
+    report = build_report(export_dir, n_boot=n_boot, check=check)
+    facts = Facts(report.contributions, measure_runs(load_export(export_dir)), check, wall_minutes, kind)
+    return judge(rule, facts)
+
+
+def write_judgement(j: Judgement, *dirs: str | Path) -> None:
+    for d in dirs:
+        if d:
+            (Path(d) / "rule.json").write_text(j.to_json() + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rule", help="the rule file (docs/rules/NAME.toml)")
+    ap.add_argument("export", help="the sweep's export folder (runs/NAME/export)")
+    ap.add_argument("--wall-minutes", type=float, help="the sweep's wall time, for a wall_time clause")
+    ap.add_argument("--cpu-kind", choices=CPU_KINDS, help="the CPU kind it ran on (default: this machine's, when "
+                                                           "--wall-minutes is given)")
+    ap.add_argument("--json", action="store_true", help="print the judgement as JSON")
+    args = ap.parse_args(argv)
+    check_file = Path(args.export).parent / "instrument_check" / "report" / "known_answer.json"  # the main job's --check
+    check = json.loads(check_file.read_text()) if check_file.exists() else None
+    try:
+        j = judge_export(args.rule, args.export, args.wall_minutes,
+                         args.cpu_kind or (cpu_kind() if args.wall_minutes is not None else None), check)
+    except RuleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(j.to_json() if args.json else "\n".join(j.lines()))
+    return 0 if j.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
