@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tomllib
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -87,6 +88,29 @@ def _require(ok: bool, message: str) -> None:
         raise RuleError(message)
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+# a clause key -> (what it must be, in words; its check)
+KEYS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "objective": ("an objective's name, e.g. mlm", lambda v: isinstance(v, str) and bool(v)),
+    "column": ("a runs column, e.g. mlm_acc", lambda v: isinstance(v, str) and bool(v)),
+    "contrast": ("a contrast, e.g. mlm_only - none", lambda v: isinstance(v, str) and bool(v)),
+    "row": ("a report row, e.g. average (probe)", lambda v: isinstance(v, str) and bool(v)),
+    "at_least": ("a number", _is_number),
+    "lower_above": ("a number", _is_number),
+    "tasks_at_least": ("a count >= 1", lambda v: _is_int(v) and v >= 1),
+    "at_most": ("a count >= 0", lambda v: _is_int(v) and v >= 0),
+    "sign": ("positive or negative", lambda v: v in ("positive", "negative")),
+    "reading": ("finetune or probe", lambda v: v in ("finetune", "probe")),
+}
+
+
 def load_rule(path: str | Path) -> Rule:
     path = Path(path)
     try:
@@ -101,17 +125,44 @@ def load_rule(path: str | Path) -> Rule:
     if extra:
         raise RuleError(f"rule {path}: unknown key {extra[0]!r}; allowed: {', '.join(sorted(known))}")
     _require(isinstance(raw.get("name"), str) and raw["name"], f"rule {path}: name must be a non-empty string")
+    for key in ("command", "preset", "primary"):
+        _require(isinstance(raw.get(key, ""), str), f"rule {path}: {key}={raw.get(key)!r} must be a string")
+    first = raw.get("first_seed")
+    _require(first is None or _is_int(first) or (isinstance(first, list) and first and all(map(_is_int, first))),
+             f"rule {path}: first_seed={first!r} must be a seed or a list of seeds")
+    _require(raw.get("seeds") is None or (_is_int(raw["seeds"]) and raw["seeds"] >= 1),
+             f"rule {path}: seeds={raw.get('seeds')!r} must be a count >= 1")
+    tasks = raw.get("tasks", [])
+    _require(isinstance(tasks, list) and all(isinstance(t, str) and t for t in tasks),
+             f"rule {path}: tasks={tasks!r} must be a list of task names")
     walls = raw.get("wall_minutes", {})
+    _require(isinstance(walls, dict), f"rule {path}: wall_minutes={walls!r} must be a table of minutes per CPU kind")
     bad = sorted(set(walls) - set(CPU_KINDS))
     if bad:
         raise RuleError(f"rule {path}: wall_minutes.{bad[0]} is not a CPU kind; allowed: {', '.join(CPU_KINDS)}")
-    clauses = tuple(raw.get("clause", []))
+    for k, v in walls.items():
+        _require(_is_number(v) and v > 0, f"rule {path}: wall_minutes.{k}={v!r} must be a number of minutes > 0")
+    clauses = raw.get("clause", [])
+    _require(isinstance(clauses, list) and clauses and all(isinstance(c, dict) for c in clauses),
+             f"rule {path}: needs at least one [[clause]] table (a rule with no clause would pass anything)")
     for i, c in enumerate(clauses):
         kind = c.get("kind")
-        _require(kind in CLAUSES, f"rule {path}: clause {i + 1} kind={kind!r} is not valid; allowed: "
-                                  f"{', '.join(CLAUSES)}")
-        missing = [k for k in CLAUSES[kind][0] if k not in c]
+        _require(isinstance(kind, str) and kind in CLAUSES, f"rule {path}: clause {i + 1} kind={kind!r} is not valid; "
+                                                            f"allowed: {', '.join(CLAUSES)}")
+        required, optional, _ = CLAUSES[kind]
+        missing = [k for k in required if k not in c]
         _require(not missing, f"rule {path}: clause {i + 1} ({kind}) needs {', '.join(missing)}")
+        unknown = sorted(set(c) - {"kind", *required, *optional})
+        if unknown:
+            raise RuleError(f"rule {path}: clause {i + 1} ({kind}) has unknown key {unknown[0]!r}; allowed: "
+                            f"{', '.join((*required, *optional)) or 'none'}")
+        for k, v in c.items():
+            if k != "kind":
+                allowed, check = KEYS[k]
+                _require(check(v), f"rule {path}: clause {i + 1} ({kind}) {k}={v!r}: must be {allowed}")
+        _require(kind != "estimate" or "at_least" in c or "lower_above" in c,
+                 f"rule {path}: clause {i + 1} (estimate) needs at_least or lower_above (a threshold)")
+    clauses = tuple(clauses)
     margin = raw.get("equivalence_margin")
     _require(margin is None or (isinstance(margin, (int, float)) and margin > 0),
              f"rule {path}: equivalence_margin={margin!r} must be a number > 0")
@@ -120,7 +171,7 @@ def load_rule(path: str | Path) -> Rule:
              f"rule {path}: equivalence_margin={margin!r}: this version tests ties at +-{EQUIVALENCE_MARGIN} "
              f"(analysis.inference.EQUIVALENCE_MARGIN); restate that or leave it out")
     return Rule(str(path), raw["name"], raw.get("command", ""), raw.get("preset", ""), raw.get("first_seed"),
-                raw.get("seeds"), raw.get("primary", ""), tuple(raw.get("tasks", ())), margin,
+                raw.get("seeds"), raw.get("primary", ""), tuple(tasks), margin,
                 {k: float(v) for k, v in walls.items()}, clauses)
 
 
@@ -149,7 +200,9 @@ class Facts:
     """What the clauses read: the report's estimates, the export's runs, the sweep's wall time and CPU kind."""
 
     contributions: Any  # analysis.contributions.Contributions
-    runs: Any  # the export's runs table (measure runs)
+    runs: Any  # the export's completed measure runs
+    all_runs: Any = None  # every measure run, failed ones too
+    tasks: tuple[str, ...] = ()  # the source tasks the export measured
     check: dict | None = None
     wall_minutes: float | None = None
     cpu_kind: str | None = None  # native_bf16 | fp32 | None (not a CPU run, or unknown)
@@ -189,12 +242,32 @@ def clause_design(rule: Rule, c: dict, f: Facts) -> Verdict:
     blocks = [tuple(range(first, first + rule.seeds)) for first in firsts] if rule.seeds is not None else []
     if blocks:
         want.append("pretraining seeds " + " or ".join(f"{b[0]}-{b[-1]}" for b in blocks))
-    text = "the run has the rule's design: " + (", ".join(want) or "(none stated)")
+    if rule.tasks:
+        want.append(f"tasks {', '.join(rule.tasks)}")
+    text = "the run has the rule's design: " + (", ".join(want) or "(none stated)") + \
+        ", every variant at every seed, no run failed"
     cs = f.contributions
     seeds = tuple(sorted(int(s) for s in cs.pretrain_seeds))
-    seen = f"preset {cs.preset or '?'}, pretraining seeds {','.join(map(str, seeds)) or 'none'}"
+    seen = [f"preset {cs.preset or '?'}, pretraining seeds {','.join(map(str, seeds)) or 'none'}"]
     ok = (not rule.preset or cs.preset == rule.preset) and (not blocks or seeds in blocks)
-    return Verdict(text, PASS if ok else FAIL, seen)
+    if rule.tasks and set(f.tasks) != set(rule.tasks):
+        ok = False
+        seen.append(f"tasks {', '.join(sorted(f.tasks)) or 'none'}")
+    runs = f.all_runs
+    if runs is not None and len(runs):
+        failed = runs[runs["status"] != "completed"]
+        if len(failed):
+            ok = False
+            seen.append(f"{len(failed)} run(s) not completed, e.g. {failed['variant'].iloc[0]} seed "
+                        f"{int(failed['pretrain_seed'].iloc[0])} ({failed['status'].iloc[0]})")
+        grid = {(v, int(s)) for v in runs["variant"].unique() for s in seeds}
+        done = {(v, int(s)) for v, s in zip(f.runs["variant"], f.runs["pretrain_seed"])} if f.runs is not None else set()
+        missing = sorted(grid - done)
+        if missing:
+            ok = False
+            seen.append(f"{len(missing)} (variant, seed) without a completed run, e.g. {missing[0][0]} seed "
+                        f"{missing[0][1]}")
+    return Verdict(text, PASS if ok else FAIL, "; ".join(seen))
 
 
 def clause_wall(rule: Rule, c: dict, f: Facts) -> Verdict:
@@ -218,14 +291,16 @@ def clause_every_run(rule: Rule, c: dict, f: Facts) -> Verdict:
     weight = f"{obj}_weight"
     if runs is None or col not in runs.columns or weight not in runs.columns:
         return Verdict(text, UNMEASURED, f"the export has no {col} or {weight} column")
-    vals = runs[runs[weight] > 0][["variant", "pretrain_seed", col]].dropna()
+    trained = runs[runs[weight] > 0][["variant", "pretrain_seed", col]]
+    vals = trained.dropna()
     if vals.empty:
         return Verdict(text, UNMEASURED, f"no measure run recorded {col}")
     low = vals.sort_values(col).iloc[0]
     short = vals[vals[col] < floor]
+    unread = len(trained) - len(vals)  # a run that did not record the value has not shown it
     seen = (f"lowest {low[col]:.3f} ({low['variant']} seed {int(low['pretrain_seed'])}) over {len(vals)} runs"
-            + (f"; {len(short)} below" if len(short) else ""))
-    return Verdict(text, PASS if short.empty else FAIL, seen)
+            + (f"; {len(short)} below" if len(short) else "") + (f"; {unread} without {col}" if unread else ""))
+    return Verdict(text, PASS if short.empty and not unread else FAIL, seen)
 
 
 def clause_one_label(rule: Rule, c: dict, f: Facts) -> Verdict:
@@ -240,8 +315,7 @@ def clause_called(rule: Rule, c: dict, f: Facts) -> Verdict:
     distinct tasks of the rule's task set (averages are not tasks); ``reading`` (optional) restricts the rows
     to one reading, e.g. "probe" or "finetune"."""
     contrast, need = c["contrast"], int(c["tasks_at_least"])
-    sign = {"positive": 1, "negative": -1}.get(c.get("sign", "positive"))
-    _require(sign is not None, f"rule {rule.path}: sign={c.get('sign')!r} is not valid; allowed: positive, negative")
+    sign = {"positive": 1, "negative": -1}[c.get("sign", "positive")]
     reading = c.get("reading")
     text = (f"{contrast} called {c.get('sign', 'positive')} after Holm on >= {need} distinct tasks"
             + (f" ({reading} rows)" if reading else "") + (f" of {', '.join(rule.tasks)}" if rule.tasks else ""))
@@ -278,15 +352,15 @@ def clause_estimate(rule: Rule, c: dict, f: Facts) -> Verdict:
     return Verdict(text, PASS if ok else FAIL, _fmt(es[0]))
 
 
-# kind -> (required keys, judge)
-CLAUSES: dict[str, tuple[tuple[str, ...], Callable[[Rule, dict, Facts], Verdict]]] = {
-    "check": ((), clause_check),
-    "design": ((), clause_design),
-    "wall_time": ((), clause_wall),
-    "every_run": (("objective", "column", "at_least"), clause_every_run),
-    "one_label": ((), clause_one_label),
-    "called": (("contrast", "tasks_at_least"), clause_called),
-    "estimate": (("contrast", "row"), clause_estimate),
+# kind -> (required keys, optional keys, judge)
+CLAUSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[[Rule, dict, Facts], Verdict]]] = {
+    "check": ((), (), clause_check),
+    "design": ((), (), clause_design),
+    "wall_time": ((), (), clause_wall),
+    "every_run": (("objective", "column", "at_least"), (), clause_every_run),
+    "one_label": ((), ("at_most",), clause_one_label),
+    "called": (("contrast", "tasks_at_least"), ("sign", "reading"), clause_called),
+    "estimate": (("contrast", "row"), ("at_least", "lower_above"), clause_estimate),
 }
 
 
@@ -295,25 +369,69 @@ class Judgement:
     rule: str
     provenance: Provenance
     verdicts: tuple[Verdict, ...]
+    start: dict | None = None  # the rule as the run found it at its start (start_record)
+
+    @property
+    def not_evidence(self) -> str:
+        """Why the verdict is not evidence ('' when it is): the rule must be the committed file now, and have been
+        that same committed file when the run started."""
+        p, s = self.provenance, self.start
+        if not p.committed:
+            return f"rule {p.path} (blob {p.blob[:12]}) is NOT the committed file"
+        if s is None:
+            return f"no record of rule {p.path} at the run's start ({RUN_RECORD})"
+        if s.get("blob") != p.blob:
+            return f"rule {p.path} changed after the run started (blob {str(s.get('blob'))[:12]} then, {p.blob[:12]} now)"
+        if not s.get("committed"):
+            return f"rule {p.path} was not the committed file when the run started ({s.get('started')})"
+        return ""
 
     @property
     def passed(self) -> bool:
-        return self.provenance.committed and all(v.status == PASS for v in self.verdicts)
+        return not self.not_evidence and all(v.status == PASS for v in self.verdicts)
 
     def lines(self) -> list[str]:
         n_pass = sum(v.status == PASS for v in self.verdicts)
-        head = (f"Rule {self.rule}: {'PASS' if self.passed else 'FAIL'} ({n_pass} of {len(self.verdicts)} clauses "
-                f"pass); {self.provenance.line()}")
+        why = self.not_evidence
+        where = (f"{why}: a rule must be committed before the run it judges, so this verdict is not evidence" if why
+                 else f"{self.provenance.line()}, as at the run's start ({self.start.get('started')})")
+        head = f"Rule {self.rule}: {'PASS' if self.passed else 'FAIL'} ({n_pass} of {len(self.verdicts)} clauses pass); {where}"
         return [head] + [f"  {v.status:<12} {v.clause}: {v.observed}" for v in self.verdicts]
 
     def to_json(self) -> str:
-        return json.dumps({"rule": self.rule, "passed": self.passed, "provenance": asdict(self.provenance),
+        return json.dumps({"rule": self.rule, "passed": self.passed, "not_evidence": self.not_evidence,
+                           "provenance": asdict(self.provenance), "start": self.start,
                            "verdicts": [asdict(v) for v in self.verdicts]}, indent=2)
 
 
-def judge(rule: Rule, facts: Facts) -> Judgement:
+def judge(rule: Rule, facts: Facts, start: dict | None = None) -> Judgement:
     return Judgement(rule.name, provenance(rule.path),
-                     tuple(CLAUSES[c["kind"]][1](rule, c, facts) for c in rule.clauses))
+                     tuple(CLAUSES[c["kind"]][2](rule, c, facts) for c in rule.clauses), start)
+
+
+RUN_RECORD = "rule_run.json"  # in the sweep's folder, beside export/: the rule at the start, the wall time at the end
+
+
+def start_record(rule_path: str | Path) -> dict:
+    """What the verdict needs to know about the rule when the run starts: its blob, whether it was the committed
+    file and when that commit was made, and the time."""
+    p = provenance(rule_path)
+    return {"rule": p.path, "blob": p.blob, "committed": p.committed, "last_commit": p.last_commit,
+            "last_commit_time": p.last_commit_time,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "resumed": False}
+
+
+def inside_repo(rule_path: str | Path, cwd: str | Path = ".") -> None:
+    """A rule is judged from the project it belongs to: a file in another git repository (one made for the
+    occasion, say) is refused."""
+    def top(where: Path) -> str:
+        out = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+        return str(Path(out.stdout.strip()).resolve()) if out.returncode == 0 else ""
+
+    here, there = top(Path(cwd)), top(Path(rule_path).resolve().parent)
+    _require(bool(there) and (not here or here == there),
+             f"rule {rule_path}: not inside this project's git repository ({here or 'none'}); a rule is a file "
+             "committed in the project that runs it (docs/rules/)")
 
 
 def measure_runs(export) -> Any:
@@ -329,15 +447,21 @@ def cpu_kind() -> str:
 
 
 def judge_export(rule_path: str | Path, export_dir: str | Path, wall_minutes: float | None = None,
-                 kind: str | None = None, check: dict | None = None, n_boot: int = 1000) -> Judgement:
+                 kind: str | None = None, check: dict | None = None, n_boot: int = 1000,
+                 start: dict | None = None) -> Judgement:
     """Load the rule and the export, estimate as the report does, and judge every clause."""
     from analysis.export import load_export
     from analysis.report import build_report
 
     rule = load_rule(rule_path)
     report = build_report(export_dir, n_boot=n_boot, check=check)
-    facts = Facts(report.contributions, measure_runs(load_export(export_dir)), check, wall_minutes, kind)
-    return judge(rule, facts)
+    export = load_export(export_dir)
+    runs = export.runs[export.runs["phase"] == "measure"]
+    ev = export.evals[export.evals["run_id"].isin(runs["run_id"])]
+    tasks = tuple(sorted(set(ev["source_task"].where(ev["source_task"].astype(bool), ev["task"]))))
+    facts = Facts(report.contributions, measure_runs(export), all_runs=runs, tasks=tasks, check=check,
+                  wall_minutes=wall_minutes, cpu_kind=kind)
+    return judge(rule, facts, start)
 
 
 def write_judgement(j: Judgement, *dirs: str | Path) -> None:
@@ -350,16 +474,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rule", help="the rule file (docs/rules/NAME.toml)")
     ap.add_argument("export", help="the sweep's export folder (runs/NAME/export)")
-    ap.add_argument("--wall-minutes", type=float, help="the sweep's wall time, for a wall_time clause")
-    ap.add_argument("--cpu-kind", choices=CPU_KINDS, help="the CPU kind it ran on (default: this machine's, when "
-                                                           "--wall-minutes is given)")
+    ap.add_argument("--wall-minutes", type=float, help="the sweep's wall time, for a wall_time clause (default: the "
+                                                        f"one the sweep recorded in {RUN_RECORD} beside the export)")
+    ap.add_argument("--cpu-kind", choices=CPU_KINDS, help="the CPU kind it ran on (default: the recorded one; else "
+                                                           "this machine's, when --wall-minutes is given)")
     ap.add_argument("--json", action="store_true", help="print the judgement as JSON")
     args = ap.parse_args(argv)
-    check_file = Path(args.export).parent / "instrument_check" / "report" / "known_answer.json"  # the main job's --check
+    root = Path(args.export).parent
+    check_file = root / "instrument_check" / "report" / "known_answer.json"  # the main job's --check
     check = json.loads(check_file.read_text()) if check_file.exists() else None
+    record_file = root / RUN_RECORD
+    record = json.loads(record_file.read_text()) if record_file.exists() else None
+    minutes = args.wall_minutes if args.wall_minutes is not None else (record or {}).get("wall_minutes")
+    kind = args.cpu_kind or (record or {}).get("cpu_kind") or (cpu_kind() if args.wall_minutes is not None else None)
     try:
-        j = judge_export(args.rule, args.export, args.wall_minutes,
-                         args.cpu_kind or (cpu_kind() if args.wall_minutes is not None else None), check)
+        inside_repo(args.rule)
+        j = judge_export(args.rule, args.export, minutes, kind, check, start=record)
     except RuleError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -184,9 +184,10 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         from trainables.tasks import resolve_tasks
 
         if getattr(args, "rule", None):  # a rule that cannot be judged fails now, not after an hour of training
-            from analysis.rules import load_rule
+            from analysis.rules import inside_repo, load_rule
 
             load_rule(args.rule)
+            inside_repo(args.rule)
         ctx = Context(cfg, args, root, resolve_tasks(cfg.finetune.tasks), Progress(args.quiet, args.verbose))
         if args.plan:
             print(sweep_plan(sweep, ctx).format())
@@ -197,6 +198,8 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         plan = sweep_plan(sweep, ctx) if sweep.measured and (args.hardware != "this" or not args.gpus_per_trial) else None
         if plan is not None:
             ctx.progress.planned.update({p.name: p.wall_s for p in plan.phases})
+        if getattr(args, "rule", None):
+            record_rule_start(args.rule, root)
         mps_advice(args, cfg)
         init_ray(args)
         t_prep = time.time()
@@ -215,25 +218,54 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         print(f"interrupted: {e or 'Ctrl-C'}; every finished trial is kept", file=sys.stderr)
         return INTERRUPTED
     report_dir = finish(root, export_dir, t0, sweep.report, plan, ctx.progress)
+    status = sweep.status(root) if sweep.status else 0
     if getattr(args, "rule", None):
-        judge_rule(args, root, export_dir, report_dir, (time.time() - t0) / 60)
-    return sweep.status(root) if sweep.status else 0
+        passed = judge_rule(args, root, export_dir, report_dir, (time.time() - t0) / 60)
+        status = status or (0 if passed in (True, None) else RULE_FAILED)
+    return status
 
 
-def judge_rule(args: argparse.Namespace, root: str, export_dir: str, report_dir: str | None, minutes: float) -> None:
+RULE_FAILED = 1  # the exit status of a sweep that finished but failed its --rule
+
+
+def record_rule_start(rule: str, root: str) -> None:
+    """The rule as this run found it (analysis.rules.start_record), kept from the first start: a resumed sweep
+    keeps its first record and is marked resumed, so its wall time is not judged."""
+    if "://" in root:
+        return
+    from analysis.rules import RUN_RECORD, start_record
+
+    path = Path(root) / RUN_RECORD
+    if path.exists():
+        record = json.loads(path.read_text())
+        record["resumed"] = True
+    else:
+        record = start_record(rule)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def judge_rule(args: argparse.Namespace, root: str, export_dir: str, report_dir: str | None,
+               minutes: float) -> bool | None:
     """The rule's verdict, clause by clause, computed from the export (``analysis.rules``); written as rule.json
-    into the export and the report, so the export carries the rule file's hash."""
+    into the export and the report, so the export carries the rule file's hash. None when not judged here."""
     if "://" in root:
         print(f"rule: judge it on a local copy: python -m analysis.rules {args.rule} <local copy of {export_dir}>")
-        return
-    from analysis.rules import cpu_kind, judge_export, write_judgement
+        return None
+    from analysis.rules import RUN_RECORD, cpu_kind, judge_export, write_judgement
 
     check_file = Path(root) / "instrument_check" / "report" / "known_answer.json"
     check = json.loads(check_file.read_text()) if check_file.exists() else None
+    record_file = Path(root) / RUN_RECORD
+    record = json.loads(record_file.read_text()) if record_file.exists() else None
     kind = None if args.gpus_per_trial else cpu_kind()
-    judgement = judge_export(args.rule, export_dir, minutes, kind, check)
+    if record is not None:  # a resumed sweep's time is only its last part: not the rule's wall time
+        record.update(wall_minutes=None if record.get("resumed") else round(minutes, 2), cpu_kind=kind)
+        record_file.write_text(json.dumps(record, indent=2) + "\n")
+    judgement = judge_export(args.rule, export_dir, None if (record or {}).get("resumed") else minutes, kind, check,
+                             start=record)
     print("\n" + "\n".join(judgement.lines()), flush=True)
     write_judgement(judgement, export_dir, report_dir)
+    return judgement.passed
 
 
 def run_phases(sweep: Sweep, ctx: Context) -> dict:

@@ -1,12 +1,15 @@
 """Rules as files: each clause's verdict is computed from an export whose facts are known, and the verdict
 carries the rule file's git hash and says when the file read is not the committed one."""
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from analysis_fixtures import write_export
 
-from analysis.rules import FAIL, PASS, UNMEASURED, RuleError, judge_export, load_rule, main
+from analysis.rules import (FAIL, PASS, RUN_RECORD, UNMEASURED, RuleError, inside_repo, judge_export, load_rule, main,
+                            start_record)
 
 RULE = """
 name = "fixture"
@@ -81,19 +84,20 @@ def _statuses(j):
 
 
 def test_each_clause_is_judged_from_the_export_and_the_rule_passes_only_when_all_do(tmp_path, export):
-    j = judge_export(_rule(tmp_path), export, wall_minutes=20.0, kind="native_bf16", check={"passed": True},
-                     n_boot=200)
+    path = _rule(tmp_path)
+    j = judge_export(path, export, wall_minutes=20.0, kind="native_bf16", check={"passed": True}, n_boot=200,
+                     start=start_record(path))
     assert [v.status for v in j.verdicts] == [PASS] * 7 and j.passed
     assert j.provenance.committed and len(j.provenance.blob) == 40
     assert "committed in" in j.lines()[0] and j.lines()[0].startswith("Rule fixture: PASS (7 of 7")
 
     # the same export under stricter thresholds, a slower machine and a failed check: each clause fails alone
-    strict = judge_export(_rule(tmp_path / "b", floor=0.15, tasks=3, least=0.25), export, wall_minutes=46.0,
-                          kind="fp32", check={"passed": False}, n_boot=200)
+    strict_path = _rule(tmp_path / "b", floor=0.15, tasks=3, least=0.25)
+    strict = judge_export(strict_path, export, wall_minutes=46.0, kind="fp32", check={"passed": False}, n_boot=200,
+                          start=start_record(strict_path))
     assert [v.status for v in strict.verdicts] == [PASS, FAIL, FAIL, PASS, FAIL, FAIL, FAIL] and not strict.passed
-    observed = {v.clause.split(" ")[0]: v.observed for v in strict.verdicts}
     assert "46.0 min on a fp32 CPU (limit 45)" in strict.verdicts[1].observed
-    assert strict.verdicts[2].observed.startswith("lowest 0.100") and "6 below" not in observed
+    assert strict.verdicts[2].observed == "lowest 0.100 (mlm_only seed 0) over 3 runs; 3 below"
     assert strict.verdicts[4].observed == "2 tasks: sst, topic"
 
 
@@ -104,34 +108,113 @@ def test_what_the_export_cannot_show_is_not_measured_never_a_pass(tmp_path, expo
 
 def test_a_rule_that_is_not_the_committed_file_is_said_not_to_be_evidence(tmp_path, export):
     path = _rule(tmp_path)
+    start = start_record(path)
     path.write_text(path.read_text().replace("at_least = 0.15", "at_least = 0.1"))  # re-read after the data
-    j = judge_export(path, export, wall_minutes=20.0, kind="native_bf16", check={"passed": True}, n_boot=200)
+    j = judge_export(path, export, wall_minutes=20.0, kind="native_bf16", check={"passed": True}, n_boot=200,
+                     start=start)
     assert all(v.status == PASS for v in j.verdicts) and not j.passed
     assert "NOT the committed file" in j.lines()[0] and "not evidence" in j.lines()[0]
-    uncommitted = judge_export(_rule(tmp_path / "c", commit=False), export, 20.0, "native_bf16", {"passed": True},
-                               n_boot=200)
+    uncommitted_path = _rule(tmp_path / "c", commit=False)
+    uncommitted = judge_export(uncommitted_path, export, 20.0, "native_bf16", {"passed": True}, n_boot=200,
+                               start=start_record(uncommitted_path))
     assert not uncommitted.provenance.committed and not uncommitted.passed
+
+
+def test_a_rule_committed_or_changed_after_the_run_started_is_not_evidence(tmp_path, export):
+    """Committed at judging time is not enough: the verdict compares the rule with the record taken when the run
+    started (the blob, and whether it was committed then)."""
+    facts = dict(wall_minutes=20.0, kind="native_bf16", check={"passed": True}, n_boot=200)
+    late = _rule(tmp_path / "late", commit=False)
+    start = start_record(late)  # the run starts before the rule is committed
+    repo = late.parents[2]
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "rule")
+    j = judge_export(late, export, start=start, **facts)
+    assert j.provenance.committed and not j.passed and "was not the committed file when the run started" in j.lines()[0]
+
+    edited = _rule(tmp_path / "edited")
+    start = start_record(edited)
+    edited.write_text(edited.read_text().replace("at_least = 0.15", "at_least = 0.1"))
+    _git(edited.parents[2], "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "re-read")
+    j = judge_export(edited, export, start=start, **facts)
+    assert j.provenance.committed and not j.passed and "changed after the run started" in j.lines()[0]
+
+    assert not judge_export(_rule(tmp_path / "none"), export, **facts).passed  # no record of the start at all
+
+
+def test_the_design_clause_fails_on_a_failed_run_or_another_task_set(tmp_path):
+    path = _rule(tmp_path)
+    facts = dict(wall_minutes=20.0, kind="native_bf16", check={"passed": True}, n_boot=200, start=start_record(path))
+    failed = write_export(tmp_path / "failed", {"mlm_only": 0.8, "none": 0.6}, extra_runs=(("mlm_only", 3, "failed"),))
+    v = judge_export(path, failed, **facts).verdicts[0]
+    assert v.status == FAIL and "1 run(s) not completed, e.g. mlm_only seed 3 (failed)" in v.observed
+    more = write_export(tmp_path / "more", {"mlm_only": 0.8, "none": 0.6}, tasks=("sst", "topic", "extra"))
+    v = judge_export(path, more, **facts).verdicts[0]
+    assert v.status == FAIL and "tasks extra, sst, topic" in v.observed
+    ok = write_export(tmp_path / "ok", {"mlm_only": 0.8, "none": 0.6})
+    assert judge_export(path, ok, **facts).verdicts[0].status == PASS
+
+
+def test_a_run_that_did_not_record_the_value_fails_every_run(tmp_path):
+    import pandas as pd
+
+    path = _rule(tmp_path)
+    export = write_export(tmp_path / "export", {"mlm_only": 0.8, "none": 0.6})
+    runs = pd.read_parquet(export / "runs.parquet")
+    runs.loc[runs["run_id"] == "mlm_only-s1", "mlm_acc"] = float("nan")
+    runs.to_parquet(export / "runs.parquet")
+    v = judge_export(path, export, n_boot=200, start=start_record(path)).verdicts[2]
+    assert v.status == FAIL and v.observed.endswith("over 2 runs; 1 without mlm_acc")
+
+
+def test_a_rule_outside_the_project_repository_is_refused(tmp_path, monkeypatch):
+    path = _rule(tmp_path)
+    with pytest.raises(RuleError, match="not inside this project's git repository"):
+        inside_repo(path, cwd=Path(__file__).parent)
+    inside_repo(path, cwd=path.parent)
 
 
 @pytest.mark.parametrize("text, message", [
     ('name = "x"\n[[clause]]\nkind = "vibes"', "kind='vibes' is not valid; allowed: check, design"),
     ('name = "x"\n[[clause]]\nkind = "called"\ncontrast = "a - b"', "needs tasks_at_least"),
-    ('name = "x"\n[wall_minutes]\ngpu = 3', "wall_minutes.gpu is not a CPU kind; allowed: native_bf16, fp32"),
-    ('name = "x"\nthreshold = 3', "unknown key 'threshold'"),
-    ('name = "x"\nequivalence_margin = -1', "equivalence_margin=-1 must be a number > 0"),
+    ('name = "x"\n[wall_minutes]\ngpu = 3\n[[clause]]\nkind = "check"', "wall_minutes.gpu is not a CPU kind; allowed: native_bf16, fp32"),
+    ('name = "x"\nthreshold = 3\n[[clause]]\nkind = "check"', "unknown key 'threshold'"),
+    ('name = "x"\nequivalence_margin = -1\n[[clause]]\nkind = "check"', "equivalence_margin=-1 must be a number > 0"),
+    ('name = "x"', "needs at least one [[clause]] table"),
+    ('name = "x"\n[[clause]]\nkind = "estimate"\ncontrast = "a - b"\nrow = "pos"\nlower_abov = 0.0',
+     "clause 1 (estimate) has unknown key 'lower_abov'; allowed: contrast, row, at_least, lower_above"),
+    ('name = "x"\n[[clause]]\nkind = "estimate"\ncontrast = "a - b"\nrow = "pos"',
+     "needs at_least or lower_above"),
+    ('name = "x"\n[[clause]]\nkind = "called"\ncontrast = "a - b"\ntasks_at_least = 2\nsign = "Positive"',
+     "sign='Positive': must be positive or negative"),
+    ('name = "x"\n[[clause]]\nkind = "called"\ncontrast = "a - b"\ntasks_at_least = "two"',
+     "tasks_at_least='two': must be a count >= 1"),
+    ('name = "x"\ntasks = "sst"\n[[clause]]\nkind = "check"', "tasks='sst' must be a list of task names"),
+    ('name = "x"\nseeds = "3"\n[[clause]]\nkind = "check"', "seeds='3' must be a count >= 1"),
+    ('name = "x"\n[wall_minutes]\nfp32 = "lots"\n[[clause]]\nkind = "check"', "wall_minutes.fp32='lots' must be"),
+    ('name = "x"\nclause = [1]', "needs at least one [[clause]] table"),
     ("name = ", "not valid TOML"),
 ])
 def test_a_bad_rule_is_one_line_naming_the_value(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
-    with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(RuleError, match=re.escape(message)):
         load_rule(path)
 
 
-def test_the_command_prints_each_clause_and_exits_1_on_a_fail(tmp_path, export, capsys):
-    assert main([str(_rule(tmp_path, least=0.5)), str(export)]) == 1
+def test_the_command_prints_each_clause_and_exits_1_on_a_fail(tmp_path, export, capsys, monkeypatch):
+    """The command reads the start record and the wall time the sweep left beside its export."""
+    import json
+
+    path = _rule(tmp_path, least=0.5)
+    monkeypatch.chdir(path.parent)
+    (export.parent / RUN_RECORD).write_text(json.dumps({**start_record(path), "wall_minutes": 31.0,
+                                                         "cpu_kind": "native_bf16"}))
+    assert main([str(path), str(export)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("Rule fixture: FAIL") and "  FAIL         mlm_only - none on average (finetune)" in out
+    assert "31.0 min on a native_bf16 CPU (limit 30)" in out and "as at the run's start" in out
 
 
 def test_every_rule_file_in_the_docs_loads_and_states_a_wall_time_per_cpu_kind():
@@ -145,3 +228,33 @@ def test_every_rule_file_in_the_docs_loads_and_states_a_wall_time_per_cpu_kind()
     for f in files:
         rule = load_rule(str(f))
         assert rule.name == f.stem and set(rule.wall_minutes) == set(CPU_KINDS), f
+
+
+def test_a_sweep_records_the_rule_at_its_start_and_a_resumed_sweep_is_not_judged_on_its_time(tmp_path, export,
+                                                                                              capsys):
+    """sweeps.frame: the first start writes the record; a resume keeps it and marks it, so the wall-time clause is
+    not measured (a resumed sweep's clock saw only its last part); the verdict goes into the export and report."""
+    import json
+    from types import SimpleNamespace
+
+    from sweeps.frame import judge_rule, record_rule_start
+
+    path = _rule(tmp_path)
+    root = export.parent
+    record_rule_start(str(path), str(root))
+    first = json.loads((root / RUN_RECORD).read_text())
+    args = SimpleNamespace(rule=str(path), gpus_per_trial=0)
+    report = root / "report"
+    report.mkdir()
+    assert judge_rule(args, str(root), str(export), str(report), 12.0) is False  # no instrument check ran here
+    judged = json.loads((export / "rule.json").read_text())
+    assert judged["start"]["blob"] == first["blob"] and not judged["not_evidence"]
+    assert (report / "rule.json").exists() and "wall time" in capsys.readouterr().out
+    assert json.loads((root / RUN_RECORD).read_text())["wall_minutes"] == 12.0
+
+    record_rule_start(str(path), str(root))  # --resume
+    again = json.loads((root / RUN_RECORD).read_text())
+    assert again["resumed"] and again["started"] == first["started"]
+    judge_rule(args, str(root), str(export), str(report), 3.0)
+    wall = [v for v in json.loads((export / "rule.json").read_text())["verdicts"] if v["clause"].startswith("wall")]
+    assert wall[0]["status"] == UNMEASURED
