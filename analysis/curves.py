@@ -2,7 +2,7 @@
 (``run.snapshots``) and at the runs' end.
 
     points = curve_points(export_with_snapshots, final_contributions, rng)
-    rows = curve_rows(points)           # per (contrast, task row): the points, and "first resolved at N tokens"
+    rows = curve_rows(points)           # per (contrast, task row): the points, and "first detected at N tokens"
 
 Each snapshot is estimated as its own export (``analysis.export.snapshot_exports``): that step's snapshots as the
 measure runs beside ``none``, read by the probe; the same multi-bootstrap, families and Holm as at the end.
@@ -12,9 +12,15 @@ every point would be called somewhere with a chance of up to K x 5% if each poin
 *resolved at a point* when its interval excludes 0 and its Holm-adjusted p within its family at that point is
 below 0.05 / K: Bonferroni over the points on top of Holm within each, so the chance of any false call along
 all the curves of a family stays at most 5% (``python -m analysis.validate --curves`` checks it by simulation).
-"First resolved at N tokens" is the first point where that holds. Intervals are each point's own 95% ones. K
-counts the points a row was read at: fine-tuned rows are read at the end only unless ``--snapshot-reads all``
-fine-tunes every snapshot, and such a row is judged at its one point, as at the end, and says so.
+"First detected at N tokens" is the first point where that holds: detection, not onset (an effect too small for
+the seeds to call was there before), and when it is the first point measured the onset is left-censored and the
+line says so. Intervals are each point's own 95% ones. K
+is the curve's number of points for every row, also for a row read at fewer of them (fine-tuned rows are read at
+the end only unless ``--snapshot-reads all`` fine-tunes every snapshot): rows read once and rows read at every
+point are one family, so a row judged at 0.05 beside rows judged at 0.05 / K would let the family's error exceed
+5%. The curve's end column is therefore stricter than the main table, which answers the question at the end alone
+at 0.05: the two are different questions (is there an effect at the end; where along the run is one detected), each
+with its own family-wise error of at most 5%.
 
 **What a snapshot stands for.** A snapshot is the run's state part-way through its schedule, its learning rate
 not yet decayed: not a run that ends at that budget. Measured at cpu-small's budgets (``python -m
@@ -22,17 +28,21 @@ trainables.schedules``, two seeds), a linear run's snapshot read level with a WS
 above a linear run that ended there; the end, annealed, is a different kind of point than the snapshots before
 it. The curve is the shape of one run's learning, read at its own points.
 
-**Trend.** Over the last two points a curve is *rising* or *falling* when the estimate moved by more than half
-the last interval's half-width, else *flat*.
+**Trend.** Between the last two *like* points a curve is *rising* or *falling* when the estimate moved by more
+than half the last interval's half-width, else *flat*. Like points: both mid-schedule snapshots, or both annealed
+(the end, and under ``optim.schedule=wsd`` every snapshot, a decay branch). Under BERT's linear schedule the end
+is annealed and the snapshots are not, so the trend is read between the last two snapshots and says so: the
+annealing step (held-out MLM accuracy 13% to 19% over cpu-long's last half) is not learning a trend can extend.
 
 **Extrapolation: where tokens, not seeds, limit a row.** A row not resolved at the end, whose end estimate is
 smaller than the effect the end's design detects (its MDE: power 80% after Holm, ``analysis.inference``), is
-extended along a line in log tokens through its last two points to where it would reach that effect. Its
-range comes from drawing both points from their intervals independently: the two points are the same runs
-read twice, so their errors are positively correlated and independent draws overstate the slope's noise (the
-range is wide, not narrow). It is an extrapolation, labelled so: learning curves bend, and the last two points
-say nothing about where. ``extrapolate`` computes it; the report prints it under the curves with the steps
-that budget means at the run's batch (``--plan`` prices them).
+extended along a line in log tokens through its last two points to where it would reach that effect, only when
+those two points are alike and the second is the end: under WSD. Under a linear schedule no line is drawn (it
+would cross the annealing step). Its range comes from drawing both points from their intervals independently:
+the two points are the same runs read twice, so their errors are positively correlated and independent draws
+overstate the slope's noise (the range is wide, not narrow). It is an extrapolation, labelled so: learning
+curves bend, and the last two points say nothing about where. ``extrapolate`` computes it; the report prints it
+under the curves with the steps that budget means at the run's batch (``--plan`` prices them).
 """
 
 from __future__ import annotations
@@ -53,6 +63,13 @@ class CurvePoint:
     tokens: float  # mean real tokens the pretrained runs had trained on
     contributions: Contributions
     final: bool = False
+    # the runs' rate had decayed here: the end always; a snapshot only under WSD, where it is a decay branch. Trends
+    # and extrapolations join like points only: the annealing step between a snapshot and the end is not learning
+    annealed: bool | None = None
+
+    @property
+    def is_annealed(self) -> bool:
+        return self.final if self.annealed is None else self.annealed
 
 
 @dataclass(frozen=True)
@@ -63,15 +80,32 @@ class CurveRow:
     points: tuple[tuple[float, ContrastEstimate, bool], ...]  # (tokens, estimate, resolved under the curve rule)
     end_step: int = 0  # optimizer steps of the pretrained runs at the end
     unread: int = 0  # points of the curve this row has no reading at (fine-tuning reads only the end by default)
+    annealed: tuple[bool, ...] = ()  # per point: the runs' rate had decayed there (CurvePoint.is_annealed)
+    first_measured: float | None = None  # the tokens of the curve's first point, read or not
 
     @property
     def first_resolved(self) -> float | None:
         return next((t for t, _, ok in self.points if ok), None)
 
+    def like_pair(self) -> tuple[int, int] | None:
+        """The indices of the last two points of one kind (both annealed, or both mid-schedule): the pair a trend or an
+        extrapolation may join. Under BERT's linear schedule the end is annealed and the snapshots are not, so
+        the pair is the last two snapshots; under WSD every point is annealed and the pair is the last two."""
+        kinds = self._kinds()
+        for kind in (kinds[-1], not kinds[-1]):
+            same = [i for i, k in enumerate(kinds) if k == kind]
+            if len(same) >= 2:
+                return same[-2], same[-1]
+        return None
+
+    def _kinds(self) -> tuple[bool, ...]:
+        return self.annealed or tuple(False for _ in self.points)
+
     def trend(self) -> str:
-        if len(self.points) < 2:
+        pair = self.like_pair()
+        if pair is None:
             return ""
-        (_, a, _), (_, b, _) = self.points[-2:]
+        (_, a, _), (_, b, _) = self.points[pair[0]], self.points[pair[1]]
         half = (b.interval.hi - b.interval.lo) / 2
         move = b.interval.estimate - a.interval.estimate
         if not (math.isfinite(move) and math.isfinite(half)):
@@ -79,16 +113,21 @@ class CurveRow:
         return "flat" if abs(move) <= half / 2 else ("rising" if move > 0 else "falling")
 
     def line(self) -> str:
-        """'first resolved at 3.7 M tokens' or 'not resolved by 30 M tokens; rising over the last two points'."""
+        """'first detected at 3.7 M tokens' or 'not resolved by 30 M tokens; rising over the last two mid-schedule
+        points'."""
         first = self.first_resolved
-        if self.unread and len(self.points) == 1:  # "first resolved at" would claim the snapshots were read too
+        if self.unread and len(self.points) == 1:  # "first detected at" would claim the snapshots were read too
             return (f"{'resolved' if first is not None else 'not resolved'} at the end, {tokens_text(self.points[-1][0])} "
                     "tokens (read at the end only; --snapshot-reads all reads every snapshot)")
         if first is not None:
-            return f"first resolved at {tokens_text(first)} tokens"
+            # detection, not onset: the effect may have been there earlier and too small for these seeds to call
+            early = (" (the first point measured: it may have been there earlier)"
+                     if self.first_measured is not None and first <= self.first_measured else "")
+            return f"first detected at {tokens_text(first)} tokens{early}"
         trend = self.trend()
-        return f"not resolved by {tokens_text(self.points[-1][0])} tokens" + (f"; {trend} over the last two points"
-                                                                              if trend else "")
+        kind = ("annealed " if self._kinds()[self.like_pair()[1]] else "mid-schedule ") if trend else ""
+        return f"not resolved by {tokens_text(self.points[-1][0])} tokens" + (
+            f"; {trend} over the last two {kind}points" if trend else "")
 
 
 @dataclass(frozen=True)
@@ -135,7 +174,10 @@ def extrapolate(row: CurveRow, draws: int = EXTRAPOLATION_DRAWS, seed: int = 0) 
     row has fewer than two points or no power figure."""
     if len(row.points) < 2 or row.points[-1][2]:
         return None
-    (t0, a, _), (t1, b, _) = row.points[-2:]
+    pair = row.like_pair()
+    if pair is None or pair[1] != len(row.points) - 1:  # never across the annealing step: the end's pair is unlike
+        return None
+    (t0, a, _), (t1, b, _) = row.points[pair[0]], row.points[pair[1]]
     power = b.power
     ea, eb = a.interval.estimate, b.interval.estimate
     if power is None or not (np.isfinite(power.mde) and np.isfinite(ea) and np.isfinite(eb)) or eb == 0 or t1 <= t0:
@@ -167,6 +209,20 @@ def _tokens(export: Export) -> tuple[int, float]:
     return int(trained["steps"].mean()), float(trained["tokens_seen"].mean())
 
 
+def _schedule(export: Export) -> str:
+    """The measure runs' optim.schedule (linear when the export does not record it)."""
+    import json
+
+    runs = export.runs
+    done = runs[(runs["phase"] == "measure") & (runs["status"] == "completed")]
+    for text in done.get("config_json", []):
+        try:
+            return str(json.loads(text).get("optim", {}).get("schedule", "linear"))
+        except (TypeError, ValueError):
+            continue
+    return "linear"
+
+
 def curve_points(export: Export, final: Contributions, final_export: Export, rng: np.random.Generator,
                  n_boot: int = 1000, level: float = 0.95) -> list[CurvePoint]:
     """The snapshots' points (each estimated as its own export) and the end's (``final``), by tokens; [] when the
@@ -175,9 +231,10 @@ def curve_points(export: Export, final: Contributions, final_export: Export, rng
     if not snaps:
         return []
     points = []
+    wsd = _schedule(final_export) == "wsd"  # a WSD run's snapshots are decay branches: annealed like its end
     for step, ex in snaps:
         _, tokens = _tokens(ex)
-        points.append(CurvePoint(step, tokens, estimate_contributions(ex, rng, n_boot, level)))
+        points.append(CurvePoint(step, tokens, estimate_contributions(ex, rng, n_boot, level), annealed=wsd))
     step, tokens = _tokens(final_export)
     points.append(CurvePoint(step, tokens, final, final=True))
     return sorted(points, key=lambda p: p.tokens)
@@ -198,13 +255,17 @@ def curve_rows(points: list[CurvePoint], family: str | None = "primary") -> list
     for (name, task), pts in by_key.items():
         if len(pts) != k:
             continue
-        # A point where the row has no reading (a fine-tuned row at a snapshot nobody fine-tuned) is left out,
-        # and the rule divides by the points the row was read at: the family it could be wrong in
+        # A point where the row has no reading (a fine-tuned row at a snapshot nobody fine-tuned) is left out, but
+        # the rule still divides by the curve's K points: rows read at one point and rows read at every point are
+        # one family, and dividing each by its own count of points bounds the family's error only by about 9%
+        # (the union bound at cpu-long's shape; analysis.validate --curve-rows simulates it)
         read = [(t, e) for t, e in pts if np.isfinite(e.interval.estimate)]
-        judged = tuple((t, e, bool(np.isfinite(e.p_adjusted)) and called(e.interval, e.p_adjusted * len(read), ALPHA))
+        judged = tuple((t, e, bool(np.isfinite(e.p_adjusted)) and called(e.interval, e.p_adjusted * k, ALPHA))
                        for t, e in read)
         if judged:
-            rows.append(CurveRow(name, task, pts[-1][1].holm_family, judged, points[-1].step, unread=k - len(read)))
+            kind = {p.tokens: p.is_annealed for p in points}
+            rows.append(CurveRow(name, task, pts[-1][1].holm_family, judged, points[-1].step, unread=k - len(read),
+                                 annealed=tuple(kind[t] for t, _, _ in judged), first_measured=points[0].tokens))
     return rows
 
 
@@ -228,7 +289,8 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
     out = ["## Effects over pretraining tokens", "",
            f"Each contrast at the {k - 1} snapshot{'' if k == 2 else 's'} the runs kept (`run.snapshots`, read by the probe) and at their "
            f"end, by the mean tokens the pretrained runs had seen. `*`: resolved under the rule across points (Holm "
-           f"within the family at each point, at 0.05/{k}, or over the points a row was read at: analysis/curves.py); a snapshot is the run part-way "
+           f"within the family at each point, at 0.05/{k} for every row, also one read at fewer points; so the end column "
+           "can be stricter than the main table, which asks about the end alone: analysis/curves.py); a snapshot is the run part-way "
            "through its schedule, not a run that ends there. Plot: contributions_curves.png.", ""]
     for family in ("primary", "secondary"):
         fam = [r for r in rows if r.family == family]

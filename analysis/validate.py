@@ -5,6 +5,8 @@
     python -m analysis.validate --simulations 300 --finetune-seeds 1 --draws crossed   # the shared-draw design
     python -m analysis.validate --power --reps 200                         # predicted power vs detection
     python -m analysis.validate --curves 5 --simulations 200               # the rule across a curve's points
+    python -m analysis.validate --curves 5 --curve-rows 10,4 --pretrain-seeds 6 --examples 500 --boot 400 \
+        --simulations 2000                                   # ... in cpu-long's shape, through curve_rows itself
 
 Coverage: each simulation runs one task through ``analysis.bootstrap.multibootstrap`` (the function
 the report uses) for the variant means and every contrast ``analysis.contrasts`` derives, and one
@@ -35,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from analysis.bootstrap import multibootstrap
+from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval, multibootstrap
 from analysis.inference import design_se, holm, power
 from analysis.simulate import (DRAWS, SimDesign, simulate_ablation, simulate_average, simulate_pair, sim_contrasts,
                                sim_families, true_pair_variance)
@@ -146,6 +148,92 @@ def curves_text(r: CurveResult, level: float) -> str:
 
 
 @dataclass(frozen=True)
+class CurveShapeResult:
+    """The rule across points (``analysis.curves.curve_rows``, the code the report runs) on curves of a sweep's
+    shape: probe rows read at every point, fine-tuned rows at the end only, all in the primary family."""
+
+    points: int  # K: snapshots and the end
+    every_point_rows: int  # rows read at every point (the probe's)
+    end_only_rows: int  # rows read at the end only (fine-tuning's, by default)
+    true_rows: int  # of the every-point rows, ones with a true effect (a partial null); 0 = the global null
+    pretrain_seeds: int
+    n: int  # simulated curves
+    fwer: float  # share of curves with a false call (a null row called at any point) under the rule
+    fwer_upper: float  # its one-sided 95% Clopper-Pearson upper bound
+    fwer_by_own_points: float  # the same curves judged by the rule before: each row at 0.05 / its own points
+    seconds: float
+    true_detected: float = float("nan")  # share of the true rows called positive at some point (the rule's power)
+
+
+def _cells(effects: np.ndarray, seeds: int, examples: int, rng: np.random.Generator, n_boot: int) -> list:
+    """One Interval per cell (variant 1 - variant 0, one fine-tuning seed, ``seeds`` pretraining seeds), each from
+    its own simulated data, bootstrapped together as a sweep's task rows are (shared seed resamples)."""
+    sd = rng.uniform(0.005, 0.05)  # the seed spread of the probe's and fine-tuning's scores at cpu-long
+    base = rng.uniform(0.3, 0.8)
+    ms = [simulate_pair(float(e), sd, seeds, examples, rng, base=base) for e in effects]
+    stats = np.concatenate([m.stats for m in ms])  # (2 x cells, P, 1, N, 2)
+    m = type(ms[0])(ms[0].metric, stats, np.ones(stats.shape[:3], dtype=bool))
+    c = np.zeros((len(effects), stats.shape[0]))
+    for i in range(len(effects)):
+        c[i, 2 * i], c[i, 2 * i + 1] = -1.0, 1.0
+    return multibootstrap([m], c, rng, n_boot=n_boot)
+
+
+def run_curve_shape(n_sims: int, k: int, every_point_rows: int, end_only_rows: int, seeds: int,
+                    rng: np.random.Generator, true_rows: int = 0, effect: float = 0.1, examples: int = 500,
+                    n_boot: int = 400) -> CurveShapeResult:
+    """Curves of ``k`` points in a sweep's shape, each point an independent ablation (the worst case for
+    Bonferroni over points; points of one run are positively correlated), judged by ``curve_rows``. The first
+    ``true_rows`` every-point rows carry a true ``effect`` at every point; a call on any other row is false."""
+    from types import SimpleNamespace
+
+    from scipy.stats import beta
+
+    from analysis.curves import CurvePoint, curve_rows
+    from analysis.inference import ALPHA, called
+
+    nan = float("nan")
+    unread = Interval(nan, nan, nan, nan, nan, 0.0, 0, False, nan, nan)
+    false_new, false_old, found = [], [], []
+    start = time.perf_counter()
+    for _ in range(n_sims):
+        points = []
+        for j in range(k):
+            end = j == k - 1
+            rows = every_point_rows + (end_only_rows if end else 0)
+            effects = np.zeros(rows)
+            effects[:true_rows] = effect
+            ivs = _cells(effects, seeds, examples, rng, n_boot)
+            p_adj = holm([iv.p_value for iv in ivs])  # the primary family at this point: every row read there
+            ivs += [unread] * (0 if end else end_only_rows)
+            p_adj = list(p_adj) + [nan] * (0 if end else end_only_rows)
+            es = [SimpleNamespace(contrast=SimpleNamespace(name="v - none"), task=f"row{i}", interval=iv,
+                                  p_adjusted=float(p), holm_family="primary") for i, (iv, p) in enumerate(zip(ivs, p_adj))]
+            points.append(CurvePoint(j, float(j + 1), SimpleNamespace(contrasts=es)))
+        rows = curve_rows(points)
+        null = [r for r in rows if int(r.task[3:]) >= true_rows]
+        found += [any(ok and e.interval.estimate > 0 for _, e, ok in r.points) for r in rows
+                  if int(r.task[3:]) < true_rows]
+        false_new.append(any(ok for r in null for _, _, ok in r.points))
+        false_old.append(any(called(e.interval, e.p_adjusted * len(r.points), ALPHA) for r in null for _, e, _ in r.points))
+    hits = int(np.sum(false_new))
+    upper = float(beta.ppf(0.95, hits + 1, n_sims - hits)) if hits < n_sims else 1.0
+    return CurveShapeResult(k, every_point_rows, end_only_rows, true_rows, seeds, n_sims, hits / n_sims, upper,
+                            float(np.mean(false_old)), time.perf_counter() - start,
+                            float(np.mean(found)) if found else float("nan"))
+
+
+def curve_shape_text(r: CurveShapeResult) -> str:
+    null = "global null" if not r.true_rows else f"partial null ({r.true_rows} rows with a true effect)"
+    return (f"{r.n} curves of {r.points} points, {r.pretrain_seeds} pretraining seeds, {r.every_point_rows} rows read "
+            f"at every point and {r.end_only_rows} at the end only, {null}: family-wise error {r.fwer:.4f} (95% upper "
+            f"bound {r.fwer_upper:.4f}) under the rule (every row at 0.05/{r.points}); {r.fwer_by_own_points:.4f} "
+            f"with each row at 0.05 / its own points"
+            + (f"; the true rows called at some point: {r.true_detected:.3f}" if r.true_rows else "")
+            + f"; {r.seconds:.0f} s")
+
+
+@dataclass(frozen=True)
 class PowerPoint:
     label: str
     seeds: int
@@ -231,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=200, help="simulated runs per power design")
     ap.add_argument("--curves", type=int, default=0, metavar="K",
                     help="check the rule across a curve's K points (analysis.curves) on null curves instead")
+    ap.add_argument("--curve-rows", type=str, default="", metavar="EVERY,END",
+                    help="with --curves: curves of a sweep's shape through analysis.curves.curve_rows, EVERY rows "
+                         "read at every point (the probe's) and END at the end only (fine-tuning's), e.g. 10,4 with "
+                         "--pretrain-seeds 6 for cpu-long")
+    ap.add_argument("--true-rows", type=int, default=0,
+                    help="with --curve-rows: this many every-point rows carry a true effect (a partial null)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     if args.simulations < 1 or args.pretrain_seeds < 2 or args.examples < 6 or args.reps < 1:
@@ -245,6 +339,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.curves:
         if args.curves < 2:
             ap.error(f"--curves {args.curves}: a curve has at least 2 points")
+        if args.curve_rows:
+            try:
+                every, end = (int(x) for x in args.curve_rows.split(","))
+            except ValueError:
+                ap.error(f"--curve-rows {args.curve_rows!r}: give two counts, EVERY,END (e.g. 10,4)")
+            if args.pretrain_seeds < MIN_RELIABLE_SEEDS:  # below it every interval is unreliable: nothing is called
+                ap.error(f"--pretrain-seeds {args.pretrain_seeds} with --curve-rows: at least {MIN_RELIABLE_SEEDS}, "
+                         "below which no interval is reliable and no call is made (a vacuous zero)")
+            if every < 0 or end < 0 or every + end < 1 or not 0 <= args.true_rows <= every:
+                ap.error(f"--curve-rows {args.curve_rows!r} --true-rows {args.true_rows}: counts >= 0, at least one "
+                         "row, and --true-rows at most EVERY")
+            shape = run_curve_shape(args.simulations, args.curves, every, end, args.pretrain_seeds, rng,
+                                    true_rows=args.true_rows, examples=args.examples, n_boot=args.boot)
+            print(json.dumps(asdict(shape), indent=2) if args.json else curve_shape_text(shape))
+            return 0
         res = run_curves(args.simulations, args.curves, design, rng)
         print(json.dumps(asdict(res), indent=2) if args.json else curves_text(res, design.level))
         return 0

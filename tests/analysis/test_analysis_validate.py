@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from analysis.validate import main, run_power
 
@@ -78,3 +79,26 @@ def test_the_rule_across_a_curves_points_holds_the_family_wise_error_that_point_
     r = run_curves(60, 6, SimDesign(n_boot=200), np.random.default_rng(11))
     assert len(r.coverage) == 6 and all(0.85 < c <= 1 for c in r.coverage)
     assert r.fwer_per_point >= 0.12 and r.fwer_curve <= 0.1, r  # 60 curves: the docs run 1,000
+
+
+def test_curve_shape_counts_only_null_rows_and_the_old_rule_is_never_stricter():
+    """In a sweep's shape (rows read at every point, rows at the end only), a call on a row with a true effect is
+    not an error: with every every-point row carrying a large effect and one null row at the end, false calls stay
+    rare; counted wrongly, they would be near 1. Judging a row at 0.05 / its own points (the rule before) is never
+    stricter than at 0.05 / K, so its error rate is at least the rule's."""
+    from analysis.validate import curve_shape_text, run_curve_shape
+
+    r = run_curve_shape(30, 3, 2, 1, 4, np.random.default_rng(5), true_rows=2, effect=0.5, examples=200, n_boot=100)
+    assert r.n == 30 and r.fwer <= 0.2 and r.fwer <= r.fwer_by_own_points and r.fwer_upper > r.fwer
+    assert r.true_detected > 0.9  # the large true effects are found: the design can call something
+    assert "partial null (2 rows with a true effect)" in curve_shape_text(r)
+    null = run_curve_shape(30, 3, 2, 1, 4, np.random.default_rng(6), examples=200, n_boot=100)
+    assert null.fwer <= null.fwer_by_own_points
+
+
+def test_curve_shape_refuses_a_design_that_cannot_call_anything(capsys):
+    from analysis.validate import main
+
+    with pytest.raises(SystemExit):
+        main(["--curves", "3", "--curve-rows", "2,1", "--pretrain-seeds", "2", "--simulations", "2"])
+    assert "--pretrain-seeds 2 with --curve-rows: at least 3" in capsys.readouterr().err
