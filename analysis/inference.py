@@ -54,7 +54,7 @@ PROSPECTIVE_SEEDS = (3, 5, 10, 20)  # designs the prospective MDE is given for
 
 # Equivalence ("a tie"): a margin fixed before any data, in the metric's units. Two one-sided tests (TOST,
 # Schuirmann 1987) at alpha: the difference is shown to lie within +-margin. A cell that is neither called nor shown
-# equivalent is "not resolved", never a tie. A rule file may set its own margin (analysis.rules).
+# equivalent is "not resolved", never a tie. A rule file may restate it, not change it (analysis.rules).
 EQUIVALENCE_MARGIN = 0.02
 
 
@@ -68,6 +68,20 @@ def tost_p(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> float:
     lower = sps.t.sf((iv.estimate + margin) / iv.se, iv.df)  # H0: d <= -margin
     upper = sps.t.cdf((iv.estimate - margin) / iv.se, iv.df)  # H0: d >= +margin
     return float(max(lower, upper))
+
+
+SENSITIVITY_MARGINS = (0.01, 0.02, 0.03)  # the report's table of ties at margins around the fixed one
+
+
+def tie_sensitivity(intervals: Sequence[Interval], margins: Sequence[float] = SENSITIVITY_MARGINS,
+                    alpha: float = ALPHA) -> np.ndarray:
+    """Per interval (rows) and margin (columns): shown a tie at that margin, TOST Holm-adjusted over the
+    intervals given (one family). How much a "tie" depends on the margin; only the fixed one is the claim."""
+    out = np.zeros((len(intervals), len(margins)), dtype=bool)
+    for j, m in enumerate(margins):
+        adjusted = holm([tost_p(iv, m) for iv in intervals])
+        out[:, j] = [equivalent(iv, q, alpha) for iv, q in zip(intervals, adjusted)]
+    return out
 
 
 def equivalent(iv: Interval, p_adjusted: float, alpha: float = ALPHA) -> bool:

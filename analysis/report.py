@@ -39,7 +39,7 @@ from analysis.contrasts import FAMILIES, primary_name
 from analysis.export import load_export
 from analysis.formats import input_format_section
 from analysis.headline import count, effect_text, families, family_size, headline, resolved
-from analysis.inference import EQUIVALENCE_MARGIN, called, equivalent
+from analysis.inference import EQUIVALENCE_MARGIN, SENSITIVITY_MARGINS, called, equivalent, tie_sensitivity
 from analysis.plots import flagged, plot_forest, plot_search_response, plot_task_bars
 from analysis.search import SearchSummary, summarize_search
 from analysis.summary import WIDTH as SUMMARY_WIDTH, run_summary
@@ -169,6 +169,7 @@ def _contrast_sections(c: Contributions) -> list[str]:
                     key=lambda e: (order.index(e.contrast.name), c.tasks.index(e.task)))
         if es:
             out += [f"## {FAMILY_TITLES[family]}", ""] + _md_table(header, _contrast_rows(es)) + [""]
+    out += _tie_sensitivity(c)
     if c.itt:
         main = {(e.contrast.name, e.task): e for e in c.contrasts}
         rows = [[e.contrast.name, e.task, format_interval(e.interval, signed=True), f"{e.p_adjusted:.2g}",
@@ -182,6 +183,23 @@ def _contrast_sections(c: Contributions) -> list[str]:
                 "effect.", ""] + _md_table(["contrast", "task", "every fine-tuning", "Holm p", "verdict",
                                              "left out (above)"], rows) + [""]
     return out
+
+
+def _tie_sensitivity(c: Contributions) -> list[str]:
+    """The primary family's unresolved cells, shown a tie or not at margins around the fixed one: a reader sees
+    whether "a tie" hangs on the margin. Only the fixed margin is the claim."""
+    es = [e for e in c.contrasts if e.holm_family == "primary" and np.isfinite(e.p_adjusted)]
+    if not es:
+        return []
+    ties = tie_sensitivity([e.interval for e in es])
+    rows = [[e.contrast.name, e.task, format_interval(e.interval, signed=True),
+             *("tie" if t else "-" for t in row)] for e, row in zip(es, ties) if not called(e.interval, e.p_adjusted)]
+    if not rows:
+        return []
+    return [f"## Ties at other margins (sensitivity; the claim is +-{EQUIVALENCE_MARGIN:g})", "",
+            "The primary cells not resolved, each shown a tie or not by two one-sided tests at each margin, Holm "
+            "within the primary family at that margin.", ""] + _md_table(
+        ["contrast", "task", "estimate [interval]", *(f"+-{m:g}" for m in SENSITIVITY_MARGINS)], rows) + [""]
 
 
 def _glossary(c: Contributions) -> list[str]:

@@ -98,3 +98,39 @@ def test_tost_shows_a_tie_only_within_the_margin_at_its_stated_rate():
     half = 0.036 / sps.t.ppf(0.975, 5)
     wide = Interval(-0.008, -0.044, 0.028, 0.6, half, 5.0, 6, True, -0.044, 0.028)
     assert all(tost_p(wide, m) > 0.05 for m in (0.01, 0.02, 0.03))
+
+
+def test_tie_sensitivity_shows_how_a_tie_hangs_on_the_margin_with_holm_per_margin():
+    """A true zero read precisely is a tie at every margin; a wider one only at the wider margins; an interval as
+    wide as cpu-long's fine-tuned average at none. Holm applies per margin: two cells each a tie alone at p ~0.03
+    are not both ties in one family."""
+    from scipy import stats as sps
+
+    from analysis.bootstrap import Interval
+    from analysis.inference import tie_sensitivity, tost_p
+
+    def iv(est, half, df=5.0):
+        se = half / sps.t.ppf(0.975, df)
+        return Interval(est, est - half, est + half, 0.5, se, df, 6, True, est - half, est + half)
+
+    precise, middling, wide = iv(0.0, 0.004), iv(0.0, 0.02), iv(-0.008, 0.036)
+    table = tie_sensitivity([precise, middling, wide])
+    assert table[0].tolist() == [True, True, True] and table[2].tolist() == [False, False, False]
+    assert not table[1, 0] and table[1, 2]
+    borderline = iv(0.0, 0.0)  # find a half-width whose TOST p at 0.02 is ~0.03
+    for half in np.linspace(0.005, 0.03, 200):
+        borderline = iv(0.0, half)
+        if 0.025 < tost_p(borderline, 0.02) < 0.04:
+            break
+    assert tie_sensitivity([borderline], (0.02,))[0, 0] and not tie_sensitivity([borderline] * 2, (0.02,)).any()
+
+
+def test_the_report_shows_ties_at_other_margins_for_unresolved_primary_cells(tmp_path):
+    from analysis_fixtures import write_export
+
+    from analysis.report import build_report
+
+    md = build_report(write_export(tmp_path / "e", {"mlm_only": 0.605, "none": 0.6},
+                                   variant_jitter={"mlm_only": (0.02, -0.02, 0.0)}), n_boot=200).to_markdown()
+    assert "## Ties at other margins (sensitivity; the claim is +-0.02)" in md
+    assert "| contrast | task | estimate [interval] | +-0.01 | +-0.02 | +-0.03 |" in md
