@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.bootstrap import MIN_RELIABLE_SEEDS, Interval
+from analysis.choices import choices_section
 from analysis.contributions import ContrastEstimate, Contributions, estimate_contributions
 from analysis.contrasts import FAMILIES, primary_name
 from analysis.export import load_export
@@ -89,6 +90,7 @@ class Report:
     search: SearchSummary | None
     check: dict | None = None  # the instrument check's verdicts (known_answer.json) when it ran with the sweep
     curves: tuple = ()  # analysis.curves.CurvePoint per snapshot and the end, when the runs kept snapshots
+    choices: tuple = ()  # analysis.choices.Choice per (variant, task): the rate and epoch fine-tuning chose on dev
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (task, mean or contrast): the CSV."""
@@ -129,7 +131,10 @@ def build_report(export_dir: str | Path, n_boot: int = 1000, level: float = 0.95
     rng = np.random.default_rng(seed)
     final = estimate_contributions(export, rng, n_boot, level)
     curves = curve_points(load_with_snapshots(export_dir), final, export, rng, n_boot, level)
-    return Report(Path(export_dir), final, summarize_search(export.runs, seed), check, tuple(curves))
+    from analysis.choices import read_choices
+
+    return Report(Path(export_dir), final, summarize_search(export.runs, seed), check, tuple(curves),
+                  tuple(read_choices(export_dir)))
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -295,7 +300,8 @@ def _markdown(r: Report) -> list[str]:
     out += ["## Scores per variant", ""] + _variant_table(c) + [""]
     from analysis.curves import curve_section
 
-    out += _contrast_sections(c) + curve_section(list(r.curves)) + _glossary(c) + _power_section(c)
+    out += (_contrast_sections(c) + choices_section(list(r.choices)) + curve_section(list(r.curves)) + _glossary(c)
+            + _power_section(c))
     out += _decompositions(c) + _compute_section(c)
     out += _setup_section(r.export_dir)
     if c.flags:
