@@ -28,6 +28,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from functools import partial
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -182,13 +183,14 @@ def provenance(path: str | Path) -> Provenance:
     blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
     sha = hashlib.sha256(data).hexdigest()
 
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", "-C", str(path.parent), *args], capture_output=True, text=True)
+    def git(*args: str, where: Path = path.parent) -> str:
+        out = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True)
         return out.stdout.strip() if out.returncode == 0 else ""
 
     top = git("rev-parse", "--show-toplevel")
     if not top:
         return Provenance(str(path), sha, blob, False, "", "")
+    git = partial(git, where=Path(top))  # paths below are the repository's, not the file's folder's
     rel = path.relative_to(Path(top).resolve()).as_posix()
     head_blob = git("rev-parse", f"HEAD:{rel}")
     last = git("log", "-1", "--format=%H %cI", "--", rel).split()
@@ -319,7 +321,9 @@ def clause_called(rule: Rule, c: dict, f: Facts) -> Verdict:
     reading = c.get("reading")
     text = (f"{contrast} called {c.get('sign', 'positive')} after Holm on >= {need} distinct tasks"
             + (f" ({reading} rows)" if reading else "") + (f" of {', '.join(rule.tasks)}" if rule.tasks else ""))
+    # the encoder's readings only: a baseline reading's rows (the embeddings probe) are a family of their own
     rows = [e for e in _contrast_rows(f.contributions, contrast) if not e.task.startswith("average")
+            and e.holm_family in ("primary", "secondary")
             and (not rule.tasks or _task_of(e.task) in rule.tasks) and (reading is None or _reading(e.task) == reading)]
     if not rows:
         return Verdict(text, UNMEASURED, f"no {contrast} row in the export")

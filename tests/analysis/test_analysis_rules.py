@@ -89,6 +89,7 @@ def test_each_clause_is_judged_from_the_export_and_the_rule_passes_only_when_all
                      start=start_record(path))
     assert [v.status for v in j.verdicts] == [PASS] * 7 and j.passed
     assert j.provenance.committed and len(j.provenance.blob) == 40
+    assert len(j.provenance.last_commit) == 40 and j.provenance.last_commit_time  # found from the file's folder too
     assert "committed in" in j.lines()[0] and j.lines()[0].startswith("Rule fixture: PASS (7 of 7")
 
     # the same export under stricter thresholds, a slower machine and a failed check: each clause fails alone
@@ -258,3 +259,22 @@ def test_a_sweep_records_the_rule_at_its_start_and_a_resumed_sweep_is_not_judged
     judge_rule(args, str(root), str(export), str(report), 3.0)
     wall = [v for v in json.loads((export / "rule.json").read_text())["verdicts"] if v["clause"].startswith("wall")]
     assert wall[0]["status"] == UNMEASURED
+
+
+def test_a_baseline_readings_calls_do_not_count_toward_called(tmp_path):
+    """The embeddings probe's rows are a baseline reading, a family of their own: an effect there alone (the
+    encoder's own reading flat) must not make "called on >= 2 tasks" pass."""
+    import pandas as pd
+
+    flat = write_export(tmp_path / "a", {"mlm_only": 0.6, "none": 0.6}, variant_jitter={"mlm_only": (0.01, -0.01, 0)})
+    strong = write_export(tmp_path / "b", {"mlm_only": 0.8, "none": 0.6})
+    both = tmp_path / "export"
+    both.mkdir()
+    (flat / "runs.parquet").rename(both / "runs.parquet")
+    for name in ("evals", "predictions"):
+        parts = [pd.read_parquet(d / f"{name}.parquet").assign(mode=m) for d, m in ((flat, "probe"), (strong, "probe-emb"))]
+        pd.concat(parts).to_parquet(both / f"{name}.parquet")
+    path = _rule(tmp_path)
+    j = judge_export(path, both, n_boot=200, start=start_record(path))
+    called = [v for v in j.verdicts if v.clause.startswith("mlm_only - none called")][0]
+    assert called.status == FAIL and called.observed == "0 tasks"
