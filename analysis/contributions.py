@@ -42,6 +42,7 @@ from analysis.flags import Flag, collapse_flags, contrast_notes, did_not_learn, 
 from analysis.inference import Power, contrast_power, family_calls, holm, tost_p
 from analysis.stats import example_stats
 from analysis.variants import NONE, VariantSpec, variant_specs
+from trainables.config import EMBEDDING_PROBE
 from trainables.metrics import METRIC_RANGES
 
 NAN = float("nan")
@@ -55,7 +56,7 @@ class ContrastEstimate:
     notes: tuple[str, ...] = ()  # flags of the variants it involves
     p_adjusted: float = NAN  # Holm within its family (holm_family) over every task row
     power: Power | None = None
-    holm_family: str = "secondary"  # primary (analysis.contrasts.PRIMARY) | secondary
+    holm_family: str = "secondary"  # primary (analysis.contrasts.PRIMARY) | secondary | baseline | context
     # TOST within +-analysis.inference.EQUIVALENCE_MARGIN, Holm within the same family: below 0.05, a tie is shown
     p_equivalence: float = NAN
 
@@ -102,6 +103,9 @@ class Contributions:
     # the fine-tuned primary cells with every fine-tuning counted (one-label ones too): the intention-to-treat
     # estimate beside the main one, computed only when some fine-tuning was left out
     itt: list[ContrastEstimate] = field(default_factory=list)
+    # per probed task and variant: the probe of the encoder minus the probe of its own embedding layer
+    # (finetune.embedding_probe), Holm within these cells: what the layers add over word identity and frequency
+    context: list[ContrastEstimate] = field(default_factory=list)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -130,6 +134,8 @@ def primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], li
 
 def mode_label(mode: str) -> str:
     """How a reading is named in the report: finetune, probe, or "probe, N labels" for the probe at budget N."""
+    if mode == EMBEDDING_PROBE:
+        return "embeddings probe"
     return f"probe, {mode.split('@', 1)[1]} labels" if mode.startswith("probe@") else mode
 
 
@@ -295,6 +301,12 @@ def degenerate(iv: Interval) -> bool:
     return bool(np.isfinite(iv.lo) and np.isfinite(iv.hi) and iv.hi - iv.lo <= 1e-12)
 
 
+def _family(t: _Task, d: ContrastDef) -> str:
+    """The Holm family of a cell: the embeddings probe's rows are a baseline reading, a family of their own, so
+    they never dilute the primary question's; otherwise the contrast's (analysis.contrasts.holm_family)."""
+    return "baseline" if t.mode == EMBEDDING_PROBE else holm_family(d)
+
+
 def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[ContrastEstimate]:
     """Every (contrast, row) cell, Holm-adjusted within its family (``analysis.contrasts.holm_family``: the
     primary contrasts on every row, then the rest; ``analysis.inference.family_calls``), with its power at
@@ -304,9 +316,9 @@ def _estimates(rows_of: list[_Task], defs, variants, collapsed, worse) -> list[C
     for i, (t, d, iv) in enumerate(cells):
         if degenerate(iv):
             out[i] = ContrastEstimate(t.label, d, iv, contrast_notes(d, t.label, collapsed, worse) + (DEGENERATE,),
-                                      NAN, None, holm_family(d))
-    for family in ("primary", "secondary"):
-        idx = [i for i, (_, d, _) in enumerate(cells) if holm_family(d) == family and out[i] is None]
+                                      NAN, None, _family(t, d))
+    for family in ("primary", "secondary", "baseline"):
+        idx = [i for i, (t, d, _) in enumerate(cells) if _family(t, d) == family and out[i] is None]
         adjusted, _, m = family_calls([cells[i][2] for i in idx])
         same = holm([tost_p(cells[i][2]) for i in idx])  # equivalence claims are a family of their own
         for i, p, q in zip(idx, adjusted, same):
@@ -368,13 +380,14 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                  for d, iv in zip(defs, t.intervals[len(variants):])]
     itt = _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n_boot, level) \
         if len(left_out) else []
+    context = _context(export, done, evals, variants, seeds, tasks, rng, n_boot, level)
     budget, epochs = _budget(done, evals, seeds, variants)
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
                          {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
                          unlearned, len(left_out), _intrinsic(done, _trained(specs, export.objectives, "mlm"), "mlm_acc"),
                          _intrinsic(done, _trained(specs, export.objectives, "nsp"), "pair_acc_nsp"), _preset(done),
-                         itt)
+                         itt, context)
 
 
 def _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n_boot, level) -> list[ContrastEstimate]:
@@ -389,6 +402,43 @@ def _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n
              if holm_family(d) == "primary" and not degenerate(iv)]
     adjusted, _, _ = family_calls([iv for _, _, iv in cells])
     return [ContrastEstimate(t.label, d, iv, (), float(p), None, "primary") for (t, d, iv), p in zip(cells, adjusted)]
+
+
+EMB = "#embeddings"  # suffix of the pseudo-variants that carry a run's embeddings-probe predictions
+
+
+def _context(export: Export, done, evals, variants, seeds, tasks: list[_Task], rng, n_boot, level
+             ) -> list[ContrastEstimate]:
+    """Per task the main probe read that was learned and whose embedding layer was probed too, per variant: the
+    probe's score minus its embeddings probe's, the two resampled together (the same seeds and test examples), Holm
+    within these cells. Above zero: the encoder's layers add something over word identity and frequency."""
+    preds = export.predictions
+    if not len(preds) or EMBEDDING_PROBE not in set(preds["mode"]):
+        return []
+    both = [t for t in tasks if t.mode == "probe" and t.learned and t.source and t.measurement.metric != "value"]
+    task_of = {t.label: t for t in tasks if t.mode == EMBEDDING_PROBE}
+    runs = pd.concat([done, done.assign(run_id=done["run_id"] + EMB, variant=done["variant"] + EMB)])
+    pseudo = (*variants, *(v + EMB for v in variants))
+    rows = np.hstack([np.eye(len(variants)), -np.eye(len(variants))])
+    cells = []
+    for t in both:
+        raw = t.label.split(" (")[0]
+        if task_label(raw, EMBEDDING_PROBE) not in task_of:
+            continue
+        sel = preds[(preds["task"] == raw) & preds["mode"].isin(("probe", EMBEDDING_PROBE))]
+        sel = sel.assign(run_id=np.where(sel["mode"] == EMBEDDING_PROBE, sel["run_id"] + EMB, sel["run_id"]),
+                         mode="probe")
+        m = build_measurement(runs, evals, sel, raw, "probe", t.metric, pseudo, seeds)
+        for v, iv in zip(variants, multibootstrap([m], rows, rng, n_boot, level)):
+            d = ContrastDef(f"{v} - its embeddings", {v: 1.0}, "vs_none",
+                            meaning="the probe of the encoder minus the probe of its own embedding layer: what the "
+                                    "layers add over word identity and frequency")
+            cells.append((t.label, d, iv))
+    live = [i for i, (_, _, iv) in enumerate(cells) if not degenerate(iv)]
+    adjusted, _, _ = family_calls([cells[i][2] for i in live])
+    p = dict(zip(live, adjusted))
+    return [ContrastEstimate(label, d, iv, () if i in p else (DEGENERATE,), float(p.get(i, NAN)), None, "context")
+            for i, (label, d, iv) in enumerate(cells)]
 
 
 def _trained(specs: dict[str, VariantSpec], objectives, objective: str) -> tuple[str, ...]:

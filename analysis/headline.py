@@ -46,8 +46,10 @@ def families(c: Contributions) -> str:
     prim, sec = family_size(c, "primary"), family_size(c, "secondary")
     if not prim:
         return f"Holm's adjustment over all {sec} contrast cells of every task row (one family)"
+    base = family_size(c, "baseline")
     return (f"Holm's adjustment within each family (the primary question, MLM's effect over none and NSP's loss "
-            f"effect: {prim} cells; the other contrasts: {sec} cells)")
+            f"effect: {prim} cells; the other contrasts: {sec} cells"
+            + (f"; the embeddings probe's, a baseline reading: {base} cells" if base else "") + ")")
 
 
 def _primary(c: Contributions, check=None) -> str:

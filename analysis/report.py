@@ -175,6 +175,17 @@ def _contrast_sections(c: Contributions) -> list[str]:
         if es:
             out += [f"## {FAMILY_TITLES[family]}", ""] + _md_table(header, _contrast_rows(es)) + [""]
     out += _tie_sensitivity(c)
+    if c.context:
+        rows = [[e.contrast.name.replace(" - its embeddings", ""), e.task, format_interval(e.interval, signed=True),
+                 f"{e.p_adjusted:.2g}", verdict(e.interval, e.p_adjusted) if np.isfinite(e.p_adjusted)
+                 else "no information: the two readings agree on every resample"] for e in c.context]
+        out += ["## What the layers add over the embeddings (probe)", "",
+                "Per variant and probed task: the probe of the encoder minus the probe of its own embedding layer "
+                "(word, position and segment embeddings before any transformer layer), resampled together, Holm "
+                "within these cells. Above zero, the layers add something a probe can read beyond word identity "
+                "and frequency; the `(embeddings probe)` rows of the tables above are that baseline's own "
+                "contrasts, a family of their own.", ""] + _md_table(
+            ["variant", "task", "probe - embeddings probe", "Holm p", "verdict"], rows) + [""]
     if c.itt:
         main = {(e.contrast.name, e.task): e for e in c.contrasts}
         rows = [[e.contrast.name, e.task, format_interval(e.interval, signed=True), f"{e.p_adjusted:.2g}",

@@ -281,6 +281,40 @@ def test_the_probe_reads_each_label_budget_as_its_own_mode_and_leaves_the_main_o
         build_config("smoke", overrides=["finetune.probe_budgets=x"])
 
 
+def test_the_embedding_probe_reads_the_embedding_layer_and_leaves_the_main_probe_unchanged(tiny_checkpoint, cfg):
+    """finetune.embedding_probe adds mode probe-emb: a probe of the embedding layer's output, which is what the
+    encoder's output would be with no transformer layer at all; the main probe's predictions stay bit for bit."""
+    import torch
+
+    from trainables.finetune.heads import Checkpoint, load_encoder
+    from trainables.finetune.inputs import encode_split
+    from trainables.finetune.probe import probe_layer_features
+    from trainables.task_types import get_task_type
+
+    tasks = [load_hub_task("conll2003_pos", FIXTURES / "conll2003")]
+    plain = _check_tables(run_finetuning(tiny_checkpoint, [], [0], cfg, mode="probe", datasets=tasks))
+    emb_cfg = cfg.replace(finetune=cfg.finetune.__class__(**{**cfg.finetune.__dict__, "embedding_probe": True}))
+    ev, pred = _check_tables(run_finetuning(tiny_checkpoint, [], [0], emb_cfg, mode="probe", datasets=tasks))
+    assert set(ev["mode"]) == {"probe", "probe-emb"} and ev["probe_c"].notna().all()
+    main_pred = pred[pred["mode"] == "probe"].reset_index(drop=True)
+    assert main_pred.equals(plain[1].reset_index(drop=True))
+
+    ck = Checkpoint.load(tiny_checkpoint)
+    data = tasks[0]
+    enc = encode_split(data, data["dev"][:8], ck.tokenizer, cfg.finetune, ck.max_position, False)
+    encoder = load_encoder(ck, torch.device("cpu"))
+    both = probe_layer_features(encoder, enc, get_task_type(data.spec.type), 4, torch.device("cpu"),
+                                ck.tokenizer.pad_token_id, "fp32", ("last", "embeddings"))
+    encoder.encoder.layer = torch.nn.ModuleList([])  # no transformer layer: the output is the embedding layer's
+    bare = probe_layer_features(encoder, enc, get_task_type(data.spec.type), 4, torch.device("cpu"),
+                                ck.tokenizer.pad_token_id, "fp32")
+    def flat(feats):  # a tagging example's features are one vector per word
+        return np.concatenate([np.ravel(np.asarray(w, dtype=float)) for f in feats for w in f])
+
+    assert np.allclose(flat(both["embeddings"]), flat(bare["last"]), atol=1e-6)
+    assert not np.allclose(flat(both["embeddings"]), flat(both["last"]), atol=1e-3)
+
+
 def test_none_checkpoint_fine_tunes_end_to_end(tmp_path, capsys):
     """``--checkpoint none`` is resolved by the command line (the untrained baseline), not by the library."""
     out = tmp_path / "out"

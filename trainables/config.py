@@ -61,6 +61,7 @@ class ModelConfig:
 
 
 POSITION_INITS = ("normal", "sinusoidal")
+EMBEDDING_PROBE = "probe-emb"  # the eval mode of the probe on the embedding layer's output (finetune.embedding_probe)
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
@@ -301,6 +302,10 @@ class FinetuneConfig:
     probe_budgets: str = ""
     # The probe's L2 strength, chosen on dev per encoder and budget as fine-tuning's rate is (the best dev score; ties:
     # the smaller C, the stronger penalty): one C for every encoder would favour the encoders it happens to suit.
+    # Also probe the embedding layer's output (word, position and segment embeddings, before any transformer layer)
+    # at the main budget, as mode probe-emb: the baseline of what word identity and frequency alone give, so an
+    # objective's effect on the probe can be read against it (analysis: a family of its own, and "context" rows).
+    embedding_probe: bool = False
     probe_c_grid: str = "1e-3,1e-2,1e-1,1,10,100"
     probe_max_iter: int = 1000  # lbfgs iterations; the export records those taken (evals.probe_iters)
     tasks: str = "offline"  # default suite: offline | glue | comma-separated names
@@ -315,7 +320,8 @@ class FinetuneConfig:
     @property
     def probe_modes(self) -> dict[str, int]:
         """The probe's modes and their label budgets: probe at probe_max_train, then probe@N per extra budget."""
-        return {"probe": self.probe_max_train, **{f"probe@{n}": n for n in self._probe_budgets()}}
+        return {"probe": self.probe_max_train, **{f"probe@{n}": n for n in self._probe_budgets()},
+                **({EMBEDDING_PROBE: self.probe_max_train} if self.embedding_probe else {})}
 
     def _probe_budgets(self) -> tuple[int, ...]:
         try:

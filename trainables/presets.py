@@ -69,7 +69,11 @@ def _preset_cpu_small() -> ExperimentConfig:
         finetune=FinetuneConfig(epochs=3, lr=1e-3,
                                 batch_size=32, max_len=64, qa_max_len=128, qa_doc_stride=64,
                                 max_train_examples=1000, max_eval_examples=500, probe_max_train=1000,
-                                probe_budgets="100", tasks="sentiment,topic,hedge,pos"),
+                                probe_budgets="100", tasks="sentiment,topic,hedge,pos",
+                                # the embedding layer probed too: near the unigram stage, how much of what the
+                                # probe reads is word identity and frequency, not context (analysis: "what the
+                                # layers add"); one more classifier per task from the same encoder pass
+                                embedding_probe=True),
         # measurement runs evaluate (and checkpoint) at the end; search trials at each ASHA rung
         run=RunConfig(log_every=20, eval_every=0, eval_batches=8),
     )

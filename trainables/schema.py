@@ -111,7 +111,8 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id) whose checkpoint was fine-tuned"),
     Column("task", pa.string(), "downstream task as reported (MNLI: mnli_m and mnli_mm)"),
     Column("finetune_seed", pa.int64(), "fine-tuning seed (head initialisation, training subset, order)"),
-    Column("mode", pa.string(), "finetune (full fine-tuning) | probe (frozen encoder, logistic regression)"),
+    Column("mode", pa.string(), "finetune (full fine-tuning) | probe (frozen encoder, logistic regression) | "
+           "probe@N (the probe fitted on N labels) | probe-emb (the probe of the embedding layer's output)"),
     Column("metric", pa.string(), "metric name (trainables.metrics)"),
     Column("value", pa.float64(), "the metric on the test split"),
     Column("is_primary", pa.bool_(), "this metric is the task's headline metric"),
@@ -143,7 +144,7 @@ PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
     Column("task", pa.string(), "downstream task as reported"),
     Column("finetune_seed", pa.int64(), "fine-tuning seed"),
-    Column("mode", pa.string(), "finetune | probe"),
+    Column("mode", pa.string(), "finetune | probe | probe@N | probe-emb (as evals.mode)"),
     Column("example_id", pa.string(), "the test example's id in its task"),
     Column("prediction", pa.string(), "the prediction: a label, a JSON list of tags, or a JSON string answer"),
     Column("gold", pa.string(), "the gold answer in the same encoding (QA: a JSON list of answers)"),

@@ -241,3 +241,33 @@ def test_each_probe_budget_is_a_row_of_its_own_named_with_its_labels(seed_export
     assert c.tasks == ("sst", "sst (probe, 100 labels)", "topic", "topic (probe, 100 labels)", "average (finetune)",
                        "average (probe, 100 labels)")
     assert _contrast(c, "topic (probe, 100 labels)", "full - none").interval.estimate == pytest.approx(0.3)
+
+
+def test_the_embeddings_probe_is_a_baseline_family_and_the_layers_gain_is_read_against_it(tmp_path):
+    """Known truth: the probe reads mlm_only 0.20 above none, its embeddings probe 0.05 above. The embeddings
+    probe's cells form a family of their own (the primary family's size is unchanged), and "what the layers add"
+    is mlm_only's probe minus its own embeddings probe, +0.15, resampled together; none's is 0 exactly."""
+    import pandas as pd
+
+    from analysis.export import load_export
+
+    encoder = write_export(tmp_path / "a", {"mlm_only": 0.8, "none": 0.6})
+    embeddings = write_export(tmp_path / "b", {"mlm_only": 0.65, "none": 0.6})
+    both = tmp_path / "both"
+    both.mkdir()
+    (encoder / "runs.parquet").rename(both / "runs.parquet")
+    for name in ("evals", "predictions"):
+        parts = [pd.read_parquet(d / f"{name}.parquet").assign(mode=m)
+                 for d, m in ((encoder, "probe"), (embeddings, "probe-emb"))]
+        pd.concat(parts).to_parquet(both / f"{name}.parquet")
+    c = estimate_contributions(load_export(both), np.random.default_rng(0), n_boot=300)
+    fam = {(e.task, e.contrast.name): e.holm_family for e in c.contrasts}
+    assert fam[("sst (probe)", "mlm_only - none")] == "primary"
+    assert fam[("sst (embeddings probe)", "mlm_only - none")] == "baseline"
+    primary = [e for e in c.contrasts if e.holm_family == "primary"]
+    assert len(primary) == 3  # sst, topic, the average: the baseline's rows did not join it
+    ctx = {(e.task, e.contrast.name): e for e in c.context}
+    gain = ctx[("sst (probe)", "mlm_only - its embeddings")]
+    assert abs(gain.interval.estimate - 0.15) < 1e-9 and gain.interval.lo > 0 and gain.p_adjusted < 0.05
+    flat = ctx[("topic (probe)", "none - its embeddings")]
+    assert flat.interval.estimate == 0.0 and np.isnan(flat.p_adjusted) and gain.holm_family == "context"

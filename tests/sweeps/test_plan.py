@@ -310,7 +310,7 @@ def test_cpu_long_measures_mlm_only_and_none_read_by_fine_tuning_and_the_probe_a
     assert (args.seeds, args.finetune_seeds, args.num_samples, args.check) == (6, 1, 0, True)
     assert args.modes == ("finetune", "probe") and ow.measure_variants(args) == ("mlm_only", "none")
     cfg = build_config("cpu-long")
-    assert cfg.finetune.probe_modes == {"probe": 1000, "probe@100": 100} and len(cfg.finetune.rates) == 3
+    assert cfg.finetune.probe_modes == {"probe": 1000, "probe@100": 100, "probe-emb": 1000} and len(cfg.finetune.rates) == 3
     assert cfg.finetune.keep_best and cfg.optim.max_steps == 8000
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from trainables.batching import bucket_batches
-from trainables.config import ExperimentConfig
+from trainables.config import EMBEDDING_PROBE, ExperimentConfig
 from trainables.finetune.heads import Checkpoint, load_encoder
 from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import MODEL_KEYS, model_batch, read_back
@@ -28,27 +28,41 @@ from trainables.tasks import TaskData, load_task, subsample, with_labels_from_tr
 log = logging.getLogger(__name__)
 
 
+LAYERS = ("last", "embeddings")  # what a probe reads: the encoder's output, or its embedding layer's
+
+
 def _reduced_batches(encoder, enc: Encoded, task_type: TaskType, batch_size: int, device: torch.device,
-                     pad_id: int, precision: str) -> Iterator[tuple[np.ndarray, list[torch.Tensor]]]:
-    """(example indices, [the task type's reduction of the encoder's states, on the device]) per batch."""
+                     pad_id: int, precision: str, layers: tuple[str, ...] = ("last",)
+                     ) -> Iterator[tuple[np.ndarray, list[torch.Tensor]]]:
+    """(example indices, [the task type's reduction of each of ``layers``' states, on the device]) per batch."""
     for idx in bucket_batches(enc.lengths(), batch_size, None):
         batch, inputs = model_batch([{k: enc.inputs[i][k] for k in MODEL_KEYS} for i in idx], pad_id, device,
                                     encoder.config)
         with autocast(device, precision):
-            hidden = encoder(**inputs).last_hidden_state.float()  # (B, T, C)
-        yield idx, [task_type.probe.reduce(hidden, batch["attention_mask"])]
+            out = encoder(**inputs, output_hidden_states="embeddings" in layers)
+        states = {"last": out.last_hidden_state, "embeddings": out.hidden_states[0] if out.hidden_states else None}
+        yield idx, [task_type.probe.reduce(states[layer].float(), batch["attention_mask"]) for layer in layers]
 
 
 @torch.inference_mode()
 def probe_features(encoder, enc: Encoded, task_type: TaskType, batch_size: int, device: torch.device,
                    pad_id: int, precision: str = "auto") -> list[Any]:
     """Per example, in example order: the task type's probe features of the frozen encoder's states."""
+    return probe_layer_features(encoder, enc, task_type, batch_size, device, pad_id, precision)["last"]
+
+
+def probe_layer_features(encoder, enc: Encoded, task_type: TaskType, batch_size: int, device: torch.device,
+                         pad_id: int, precision: str = "auto", layers: tuple[str, ...] = ("last",)
+                         ) -> dict[str, list[Any]]:
+    """{layer: per example, in example order, the task type's probe features of that layer's states}, from one
+    pass of the frozen encoder."""
     encoder.eval()
-    out: list[Any] = [None] * len(enc.inputs)
-    for idx, (reduced,) in read_back(_reduced_batches(encoder, enc, task_type, batch_size, device, pad_id,
-                                                      precision)):
-        for i, feat in zip(idx, task_type.probe.features(reduced, enc, idx)):
-            out[i] = feat
+    out: dict[str, list[Any]] = {layer: [None] * len(enc.inputs) for layer in layers}
+    for idx, reduced in read_back(_reduced_batches(encoder, enc, task_type, batch_size, device, pad_id, precision,
+                                                   layers)):
+        for layer, r in zip(layers, reduced):
+            for i, feat in zip(idx, task_type.probe.features(r, enc, idx)):
+                out[layer][i] = feat
     return out
 
 
@@ -103,35 +117,39 @@ def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg:
     draw = ck.draw(seed)  # nested in the pretraining seed, as fine-tuning's draw (heads.finetune_draw)
     train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(draw))
 
+    modes = {m: b for m, b in ft.probe_modes.items() if not main_only or m == "probe"}
+    layers = ("last",) + (("embeddings",) if EMBEDDING_PROBE in modes else ())
+
     def features(rows):
         enc = encode_split(data, rows, tok, ft, ck.max_position, False)
-        return probe_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id, cfg.run.precision)
+        return probe_layer_features(encoder, enc, task_type, 2 * ft.batch_size, device, tok.pad_token_id,
+                                    cfg.run.precision, layers)
 
     train_feats = features(train_rows)
     evaluated = {split: (rows, features(rows)) for split in dict.fromkeys(("dev", *splits))
                  for rows in [subsample(data[split], ft.max_eval_examples, None)]}
     dev_rows, dev_feats = evaluated["dev"]
 
-    def dev_score(clf) -> float:
-        return score(spec, *task_type.probe.predict(clf, dev_rows, dev_feats, spec))[spec.metric]
-
     def make(c: float):
         return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=ft.probe_max_iter, random_state=draw))
 
     out, fits = {}, {}
-    for mode, budget in ft.probe_modes.items():
-        if main_only and mode != "probe":
-            continue
-        keep = (range(len(train_rows)) if mode == "probe" or budget >= len(train_rows)
+    for mode, budget in modes.items():
+        layer = "embeddings" if mode == EMBEDDING_PROBE else "last"
+        keep = (range(len(train_rows)) if budget >= len(train_rows) or mode in ("probe", EMBEDDING_PROBE)
                 else np.sort(np.random.default_rng([draw, budget]).choice(len(train_rows), budget, replace=False)))
-        x_train, y_train = task_type.probe.xy([train_rows[i] for i in keep], [train_feats[i] for i in keep])
+        x_train, y_train = task_type.probe.xy([train_rows[i] for i in keep], [train_feats[layer][i] for i in keep])
+
+        def dev_score(clf, layer=layer) -> float:
+            return score(spec, *task_type.probe.predict(clf, dev_rows, dev_feats[layer], spec))[spec.metric]
+
         if len(set(y_train)) < 2:
             raise TaskError(f"task {spec.name!r}: the probe's train subset of {len(keep)} examples has a single class "
                             f"{y_train[:1]}; raise finetune.probe_budgets / probe_max_train")
         with warnings.catch_warnings():  # an unconverged fit is recorded (ProbeFit, evals.probe_iters), not printed
             warnings.simplefilter("ignore", ConvergenceWarning)
             clf, fits[mode] = fit_on_dev(make, x_train, y_train, dev_score, ft.probe_cs)
-        out[mode] = {split: (rows, *task_type.probe.predict(clf, rows, feats, spec))
+        out[mode] = {split: (rows, *task_type.probe.predict(clf, rows, feats[layer], spec))
                      for split, (rows, feats) in evaluated.items() if split in splits}
     return out, fits
 
