@@ -197,6 +197,71 @@ def extrapolate(row: CurveRow, draws: int = EXTRAPOLATION_DRAWS, seed: int = 0) 
     return Extrapolation(float(target), float(mid), float(lo), float(hi), float(t1), row.end_step)
 
 
+@dataclass(frozen=True)
+class BacktestPoint:
+    """One later point of a row predicted from its first two like points, the way ``extrapolate`` draws."""
+
+    contrast: str
+    task: str
+    tokens: float
+    predicted: float  # median of the draws
+    lo: float  # 10th percentile
+    hi: float  # 90th percentile
+    measured: float
+
+    @property
+    def covered(self) -> bool:
+        return self.lo <= self.measured <= self.hi
+
+
+def backtest(rows: list[CurveRow], draws: int = EXTRAPOLATION_DRAWS, seed: int = 0) -> list[BacktestPoint]:
+    """The extrapolation's assumption tested where the answer is known: for each row with at least three like points
+    (mid-schedule snapshots among themselves, or annealed ones), a line in log tokens through the first two, its
+    two points drawn from their intervals as ``extrapolate`` draws them, predicts each later like point; the
+    measured estimate there either falls in the 80% range or not. The range carries the two points' noise only,
+    not the later point's own, so a coverage well below 80% says the line or the range is wrong."""
+    out = []
+    for r in rows:
+        kinds = r._kinds()
+        for kind in dict.fromkeys(kinds):
+            like = [i for i, k in enumerate(kinds) if k == kind]
+            if len(like) < 3:
+                continue
+            (t0, a, _), (t1, b, _) = r.points[like[0]], r.points[like[1]]
+            ea, eb = a.interval.estimate, b.interval.estimate
+            if not (np.isfinite(ea) and np.isfinite(eb)) or t1 <= t0:
+                continue
+            rng = np.random.default_rng(seed)
+            da = rng.normal(ea, max(a.interval.se, 0.0) if np.isfinite(a.interval.se) else 0.0, draws)
+            db = rng.normal(eb, max(b.interval.se, 0.0) if np.isfinite(b.interval.se) else 0.0, draws)
+            slope = (db - da) / math.log(t1 / t0)
+            for i in like[2:]:
+                t, e, _ = r.points[i]
+                if not np.isfinite(e.interval.estimate):
+                    continue
+                lo, mid, hi = np.quantile(db + slope * math.log(t / t1), [0.1, 0.5, 0.9])
+                out.append(BacktestPoint(r.contrast, r.task, float(t), float(mid), float(lo), float(hi),
+                                         float(e.interval.estimate)))
+    return out
+
+
+def backtest_lines(points: list[BacktestPoint]) -> list[str]:
+    if not points:
+        return []
+    n_in = sum(p.covered for p in points)
+    err = float(np.median([abs(p.measured - p.predicted) for p in points]))
+    missed = [p for p in points if not p.covered]
+    out = [f"Backtest of the extrapolation: from each row's first two like points, a line in log tokens predicted "
+           f"its later like points; {n_in} of {len(points)} measured estimates fell inside the predicted 80% range "
+           f"(median |error| {err:.3f}). The range carries only the two points' noise."]
+    if missed:
+        out[-1] += " Outside it: " + "; ".join(
+            f"{p.contrast} on {p.task} at {tokens_text(p.tokens)} (predicted {p.predicted:+.3f} "
+            f"[{p.lo:+.3f}, {p.hi:+.3f}], measured {p.measured:+.3f})" for p in missed[:6]) + (
+            f"; and {len(missed) - 6} more" if len(missed) > 6 else "") + "."
+    return out + [""]
+
+
 def tokens_text(t: float) -> str:
     if t >= 1e9:
         return f"{t / 1e9:.2g} B"
@@ -292,11 +357,13 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
            f"within the family at each point, at 0.05/{k} for every row, also one read at fewer points; so the end column "
            "can be stricter than the main table, which asks about the end alone: analysis/curves.py); a snapshot is the run part-way "
            "through its schedule, not a run that ends there. Plot: contributions_curves.png.", ""]
-    for family in ("primary", "secondary"):
+    titles = {"primary": "The primary question", "secondary": "The other contrasts",
+              "baseline": "The embeddings probe (a baseline reading)"}
+    for family in titles:
         fam = [r for r in rows if r.family == family]
         if not fam:
             continue
-        out += [f"### {'The primary question' if family == 'primary' else 'The other contrasts'}", "",
+        out += [f"### {titles[family]}", "",
                 "| contrast | task | " + " | ".join(head) + " | reading |", "|" + "---|" * (k + 3)]
         for r in fam:
             at = {t: (e, ok) for t, e, ok in r.points}
@@ -311,4 +378,6 @@ def curve_section(points: list[CurvePoint]) -> list[str]:
         if far:
             out += ["Where tokens, not seeds, limit a row (its end estimate below what the design detects):", ""]
             out += [f"- {r.contrast} on {r.task}: {x.text()}" for r, x in far] + [""]
+        if family == "primary":
+            out += backtest_lines(backtest(fam))
     return out

@@ -225,3 +225,33 @@ def test_a_detection_at_the_first_point_measured_says_it_may_have_been_earlier()
     assert row.line() == "first detected at 1 M tokens (the first point measured: it may have been there earlier)"
     (later,) = curve_rows([_point(1e6, 0.5), _point(2e6, 0.001)])
     assert later.line() == "first detected at 2 M tokens"
+
+
+def test_the_backtest_covers_a_log_linear_truth_and_misses_a_curve_that_levels_off():
+    """Known truth: estimates exactly on a line in log tokens are predicted by the first two points at every later
+    point; a curve that stops rising after its second point is not, and the report line names the misses. The
+    annealed end is never predicted from mid-schedule snapshots."""
+    import math
+    from types import SimpleNamespace
+
+    from analysis.curves import CurveRow, backtest, backtest_lines
+
+    def point(tokens, estimate, se=0.002):
+        iv = SimpleNamespace(estimate=estimate, se=se, lo=estimate - 2 * se, hi=estimate + 2 * se)
+        return (tokens, SimpleNamespace(interval=iv), False)
+
+    tokens = [1e6, 2e6, 4e6, 8e6, 16e6]
+    line = [0.01 + 0.02 * math.log(t / 1e6) for t in tokens]
+    flat = [0.01, 0.03, 0.031, 0.03, 0.2]  # levels off; the last point is the annealed end
+    annealed = (False, False, False, False, True)
+    rows = [CurveRow("mlm_only - none", "pos (probe)", "primary", tuple(point(t, e) for t, e in zip(tokens, line)),
+                     annealed=annealed),
+            CurveRow("mlm_only - none", "topic (probe)", "primary", tuple(point(t, e) for t, e in zip(tokens, flat)),
+                     annealed=annealed)]
+    got = backtest(rows)
+    assert [(p.task, p.tokens) for p in got] == [("pos (probe)", 4e6), ("pos (probe)", 8e6),
+                                                  ("topic (probe)", 4e6), ("topic (probe)", 8e6)]
+    assert all(p.covered and abs(p.predicted - p.measured) < 1e-3 for p in got[:2])
+    assert not any(p.covered for p in got[2:])
+    text = backtest_lines(got)[0]
+    assert "2 of 4 measured estimates fell inside the predicted 80% range" in text and "topic (probe) at 4 M" in text
