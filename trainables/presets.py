@@ -41,7 +41,8 @@ def _preset_smoke() -> ExperimentConfig:
         data=DataConfig(seq_len=64, max_documents=400, heldout_fraction=0.05),
         optim=OptimConfig(lr=1e-3, batch_size=8, max_steps=8, warmup_frac=0.25),
         finetune=FinetuneConfig(epochs=1, lr=5e-4, batch_size=16, max_len=64, qa_max_len=64, qa_doc_stride=32,
-                                max_train_examples=200, max_eval_examples=100, probe_max_train=200),
+                                max_train_examples=200, max_eval_examples=100, probe_max_train=200,
+                                probe_c_grid="0.1,1"),  # two Cs: still chosen on dev, a third of the fits
         run=RunConfig(log_every=2, eval_batches=2),
     )
 
