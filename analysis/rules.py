@@ -332,6 +332,29 @@ def clause_called(rule: Rule, c: dict, f: Facts) -> Verdict:
                    f"{len(hits)} task{'' if len(hits) == 1 else 's'}" + (f": {', '.join(hits)}" if hits else ""))
 
 
+def clause_beyond_embeddings(rule: Rule, c: dict, f: Facts) -> Verdict:
+    """``contrast`` called positive after Holm on at least ``tasks_at_least`` tasks of the rule's task set on which
+    its first variant's probe is also above that variant's own embeddings probe (the report's "what the layers add
+    over the embeddings", Holm within those cells): an effect there is more than word identity and frequency."""
+    contrast, need = c["contrast"], int(c.get("tasks_at_least", 1))
+    variant = contrast.split(" - ")[0].strip()
+    text = (f"{contrast} called positive on >= {need} task{'' if need == 1 else 's'} where {variant}'s probe is also "
+            f"above its own embeddings probe")
+    rows = [e for e in _contrast_rows(f.contributions, contrast) if not e.task.startswith("average")
+            and e.holm_family in ("primary", "secondary") and (not rule.tasks or _task_of(e.task) in rule.tasks)]
+    layers = [e for e in f.contributions.context if e.contrast.name == f"{variant} - its embeddings"]
+    if not rows or not layers:
+        return Verdict(text, UNMEASURED, f"no {contrast} row" if not rows else
+                       f"no embeddings probe of {variant} in the export (finetune.embedding_probe=true)")
+    called = {_task_of(e.task) for e in rows if _called(e, 1)}
+    above = {_task_of(e.task) for e in layers if _called(e, 1)}
+    hits = sorted(called & above)
+    return Verdict(text, PASS if len(hits) >= need else FAIL,
+                   f"{len(hits)} task{'' if len(hits) == 1 else 's'}" + (f": {', '.join(hits)}" if hits else "")
+                   + f" (called: {', '.join(sorted(called)) or 'none'}; layers above embeddings: "
+                     f"{', '.join(sorted(above)) or 'none'})")
+
+
 def _reading(row: str) -> str:
     """'pos (probe, 1000 labels)' -> 'probe'; 'pos' -> 'finetune'."""
     if " (" not in row:
@@ -365,6 +388,7 @@ CLAUSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[[Rule, dict,
     "one_label": ((), ("at_most",), clause_one_label),
     "called": (("contrast", "tasks_at_least"), ("sign", "reading"), clause_called),
     "estimate": (("contrast", "row"), ("at_least", "lower_above"), clause_estimate),
+    "beyond_embeddings": (("contrast",), ("tasks_at_least",), clause_beyond_embeddings),
 }
 
 
@@ -420,9 +444,32 @@ def start_record(rule_path: str | Path) -> dict:
     """What the verdict needs to know about the rule when the run starts: its blob, whether it was the committed
     file and when that commit was made, and the time."""
     p = provenance(rule_path)
-    return {"rule": p.path, "blob": p.blob, "committed": p.committed, "last_commit": p.last_commit,
+    return {"rule": p.path, "rule_file": str(Path(rule_path).resolve()), "blob": p.blob, "committed": p.committed,
+            "last_commit": p.last_commit,
             "last_commit_time": p.last_commit_time,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "resumed": False}
+
+
+def mlm_floor(rule_path: str | Path | None) -> float | None:
+    """The held-out MLM accuracy a rule's ``every_run`` clause on ``mlm_acc`` requires (the summary's Sanity line
+    reads it), or None: no rule, none readable, or no such clause."""
+    if not rule_path:
+        return None
+    try:
+        rule = load_rule(rule_path)
+    except (RuleError, OSError):
+        return None
+    floors = [float(c["at_least"]) for c in rule.clauses if c["kind"] == "every_run" and c.get("column") == "mlm_acc"]
+    return max(floors) if floors else None
+
+
+def run_rule(root: str | Path) -> str | None:
+    """The rule a sweep in ``root`` was started with (its RUN_RECORD), or None."""
+    path = Path(root) / RUN_RECORD
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return record.get("rule_file") or record.get("rule")
 
 
 def inside_repo(rule_path: str | Path, cwd: str | Path = ".") -> None:

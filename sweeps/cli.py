@@ -70,7 +70,10 @@ def build_parser(prog: str, description: str, *, num_samples: int = 0, seeds: in
     p.add_argument("--name", help="experiment name (default: SCRIPT-PRESET-TIMESTAMP)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep of the same --name")
     p.add_argument("--rule", help="a rule file (docs/rules/NAME.toml, committed before the run): each clause judged "
-                                  "from the export at the end, PASS/FAIL beside the rule's git hash (analysis.rules)")
+                                  "from the export at the end, PASS/FAIL beside the rule's git hash, exit 1 on FAIL "
+                                  "(analysis.rules). Default: the preset's own rule where the main job has one "
+                                  "(cpu-small: docs/rules/cpu-small.toml; its verdict is printed, the exit status "
+                                  "unchanged), unless --set changes the design; none: no rule")
     p.add_argument("--quiet", action="store_true", help="only the final table")
     p.add_argument("--verbose", action="store_true", help="every trial event and every library's log line on the terminal (all are in <run>/run.log)")
     p.add_argument("--plan", action="store_true", help="print what the sweep will cost (runs, tokens, FLOPs, wall "

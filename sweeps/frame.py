@@ -113,7 +113,9 @@ def final_report(root: str, out=None, check: dict | None = None) -> str | None:
         return None
     from analysis.report import build_report, format_table, write_report
 
-    report = build_report(export_dir, check=check)
+    from analysis.rules import mlm_floor, run_rule
+
+    report = build_report(export_dir, check=check, mlm_floor=mlm_floor(run_rule(root)))
     print(format_table(report), file=out)
     paths = write_report(report, f"{root}/report")
     if report.curves:  # the report's curves in TensorBoard too, beside the runs' streams
@@ -183,6 +185,7 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
         cfg = with_shared_data(sweep.configure(args), root)
         from trainables.tasks import resolve_tasks
 
+        preset_rule(args)
         if getattr(args, "rule", None):  # a rule that cannot be judged fails now, not after an hour of training
             from analysis.rules import inside_repo, load_rule
 
@@ -221,8 +224,42 @@ def _sweep_main(sweep: Sweep, argv: list[str] | None = None) -> int:
     status = sweep.status(root) if sweep.status else 0
     if getattr(args, "rule", None):
         passed = judge_rule(args, root, export_dir, report_dir, (time.time() - t0) / 60)
-        status = status or (0 if passed in (True, None) else RULE_FAILED)
+        if getattr(args, "rule_is_presets", False):  # the preset's own rule informs; only --rule sets the status
+            if passed is False:
+                print("(the preset's own rule: its verdict does not change the exit status; --rule FILE does)")
+        else:
+            status = status or (0 if passed in (True, None) else RULE_FAILED)
     return status
+
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def preset_rule(args: argparse.Namespace) -> None:
+    """The rule a preset is judged by when the command is the preset's own (``preset_rule`` in a sweep's DEFAULTS,
+    no --set, no --rule): the README's first command prints its verdict too. ``--rule none`` judges nothing. The
+    rule is skipped, with one line saying why, where it cannot be judged (not in this checkout, or the command
+    runs inside another git repository)."""
+    if getattr(args, "rule", None) == "none":
+        args.rule = None
+        return
+    own = getattr(args, "preset_rule", None)
+    if getattr(args, "rule", None) or not own:
+        return
+    if args.overrides:
+        print(f"rule: {own} not judged: --set changes the design it was written for", flush=True)
+        return
+    from analysis.rules import RuleError, inside_repo
+
+    path = PROJECT / own
+    try:
+        if not path.exists():
+            raise RuleError(f"{own} is not in this installation (a checkout has it)")
+        inside_repo(path)
+    except RuleError as err:
+        print(f"rule: the preset's rule is not judged: {err}", flush=True)
+        return
+    args.rule, args.rule_is_presets = str(path), True
 
 
 RULE_FAILED = 1  # the exit status of a sweep that finished but failed its --rule

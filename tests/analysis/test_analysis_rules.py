@@ -278,3 +278,65 @@ def test_a_baseline_readings_calls_do_not_count_toward_called(tmp_path):
     j = judge_export(path, both, n_boot=200, start=start_record(path))
     called = [v for v in j.verdicts if v.clause.startswith("mlm_only - none called")][0]
     assert called.status == FAIL and called.observed == "0 tasks"
+
+
+BEYOND = """
+name = "beyond"
+tasks = ["sst", "topic"]
+
+[wall_minutes]
+native_bf16 = 30
+
+[[clause]]
+kind = "beyond_embeddings"
+contrast = "mlm_only - none"
+tasks_at_least = 1
+"""
+
+
+@pytest.mark.parametrize("layers_add, status", [(True, PASS), (False, FAIL)])
+def test_beyond_embeddings_passes_only_where_the_layers_beat_the_variants_own_embeddings(tmp_path, layers_add, status):
+    """mlm_only beats none by 0.2 on the probe on both tasks; its embedding layer scores either 0.2 lower than its
+    probe (the layers add: PASS) or the same (all of MLM's effect is in the embeddings: FAIL)."""
+    import pandas as pd
+
+    probe = write_export(tmp_path / "a", {"mlm_only": 0.8, "none": 0.6})
+    emb = write_export(tmp_path / "b", {"mlm_only": 0.6 if layers_add else 0.8, "none": 0.6})
+    both = tmp_path / "export"
+    both.mkdir()
+    (probe / "runs.parquet").rename(both / "runs.parquet")
+    for name in ("evals", "predictions"):
+        parts = [pd.read_parquet(d / f"{name}.parquet").assign(mode=m) for d, m in ((probe, "probe"), (emb, "probe-emb"))]
+        pd.concat(parts).to_parquet(both / f"{name}.parquet")
+    repo = tmp_path / "repo"
+    (repo / "docs" / "rules").mkdir(parents=True)
+    path = repo / "docs" / "rules" / "beyond.toml"
+    path.write_text(BEYOND)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "rule")
+    (v,) = judge_export(path, both, n_boot=200, start=start_record(path)).verdicts
+    assert v.status == status, v.observed
+    assert ("called: sst, topic" in v.observed) and (("layers above embeddings: sst, topic" in v.observed) == layers_add)
+
+
+def test_the_main_job_judges_itself_by_its_presets_rule_unless_the_design_is_changed(capsys):
+    """The README's first command (no flags) is judged by docs/rules/cpu-small.toml; --set changes the design the rule
+    was written for, so it is not judged and says so; --rule none judges nothing; an explicit --rule wins."""
+    from sweeps import objective_weights
+    from sweeps.frame import PROJECT, preset_rule
+
+    def args(*argv):
+        a = objective_weights.SWEEP.parse(objective_weights.SWEEP, list(argv))
+        preset_rule(a)
+        return a
+
+    plain = args()
+    assert plain.rule == str(PROJECT / "docs" / "rules" / "cpu-small.toml") and plain.rule_is_presets
+    assert load_rule(plain.rule).preset == "cpu-small"
+    changed = args("--set", "optim.max_steps=10")
+    assert changed.rule is None and "not judged: --set changes the design" in capsys.readouterr().out
+    assert args("--rule", "none").rule is None
+    own = args("--rule", "docs/rules/cpu-long.toml")
+    assert own.rule == "docs/rules/cpu-long.toml" and not getattr(own, "rule_is_presets", False)
+    assert args("--preset", "cpu-long").rule is None  # cpu-long has no rule of its own: --rule names one
