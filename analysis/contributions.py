@@ -72,6 +72,7 @@ class Budget:
     finetune_seeds: int
     kind: str = "steps"  # optim.budget the runs shared: steps | tokens | flops
     flops: dict = field(default_factory=dict)  # variant -> mean training FLOPs per run (when recorded)
+    seconds: float = NAN  # mean wall seconds of one pretraining run (as the sweep ran them, several at once)
 
 
 @dataclass(frozen=True)
@@ -287,8 +288,9 @@ def _budget(done: pd.DataFrame, evals: pd.DataFrame, seeds, variants) -> tuple[B
     if "train_flops" in pre.columns:
         by_flops = pre.groupby("variant")["train_flops"].mean()
         flops = {v: float(by_flops[v]) for v in variants if v in by_flops and np.isfinite(by_flops[v])}
+    seconds = float(pre["wall_time_s"].astype(float).mean()) if "wall_time_s" in pre.columns and len(pre) else NAN
     return Budget(mean["epochs"], mean["tokens_seen"], mean["steps"], len(seeds), int(evals["finetune_seed"].nunique()),
-                  "/".join(kinds) or "steps", flops), epochs
+                  "/".join(kinds) or "steps", flops, seconds), epochs
 
 
 DEGENERATE = "no information: every resampled estimate is the same (e.g. both variants predicted one label " \

@@ -91,6 +91,7 @@ class Report:
     check: dict | None = None  # the instrument check's verdicts (known_answer.json) when it ran with the sweep
     curves: tuple = ()  # analysis.curves.CurvePoint per snapshot and the end, when the runs kept snapshots
     choices: tuple = ()  # analysis.choices.Choice per (variant, task): the rate and epoch fine-tuning chose on dev
+    mlm_floor: float | None = None  # the held-out MLM accuracy the run's rule file requires (analysis.rules.mlm_floor)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (task, mean or contrast): the CSV."""
@@ -121,7 +122,7 @@ def _iv_fields(iv: Interval) -> dict:
 
 
 def build_report(export_dir: str | Path, n_boot: int = 1000, level: float = 0.95, seed: int = 0,
-                 check: dict | None = None) -> Report:
+                 check: dict | None = None, mlm_floor: float | None = None) -> Report:
     """Load an export and estimate everything the report shows (prints nothing). ``check``: the instrument
     check's verdicts, so that the headline says which quoted contrasts it vouches for."""
     from analysis.curves import curve_points
@@ -134,7 +135,7 @@ def build_report(export_dir: str | Path, n_boot: int = 1000, level: float = 0.95
     from analysis.choices import read_choices
 
     return Report(Path(export_dir), final, summarize_search(export.runs, seed), check, tuple(curves),
-                  tuple(read_choices(export_dir)))
+                  tuple(read_choices(export_dir)), mlm_floor)
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -290,7 +291,7 @@ def _power_section(c: Contributions) -> list[str]:
 
 def _markdown(r: Report) -> list[str]:
     c = r.contributions
-    out = [f"# Objective contributions: {r.export_dir}", "", "```"] + run_summary(c, r.check) + ["```", ""]
+    out = [f"# Objective contributions: {r.export_dir}", "", "```"] + run_summary(c, r.check, r.mlm_floor) + ["```", ""]
     out += [" ".join(headline(c, r.check)), ""]
     excluded = ", ".join(f"{n} {k}" for k, n in c.excluded.items()) or "none"
     out += [f"Measured variants: {', '.join(c.variants) or 'none'}; pretraining seeds: "
@@ -399,7 +400,7 @@ def format_table(report: Report, width: int = TERMINAL_WIDTH) -> str:
     wrap = lambda text: textwrap.wrap(text, width) or [""]  # noqa: E731
     if not c.tasks:
         return "\n".join(wrap("no completed measure runs to report") + [ln for m in c.messages for ln in wrap(m)])
-    summary = [ln for line in run_summary(c, report.check)
+    summary = [ln for line in run_summary(c, report.check, report.mlm_floor)
                for ln in textwrap.wrap(line, width, subsequent_indent=" " * SUMMARY_WIDTH) or [""]]
     lines = summary + [""] + [ln for sentence in headline(c, report.check) for ln in wrap(sentence)] + [""]
     if c.contrasts:
@@ -460,8 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     # a main-job export sits beside its instrument check's verdicts: the summary and headline read them again
     check_json = args.export_dir.parent / "instrument_check" / "report" / "known_answer.json"
     check = json.loads(check_json.read_text()) if check_json.exists() else None
+    from analysis.rules import mlm_floor, run_rule
+
     try:
-        report = build_report(args.export_dir, args.boot, args.level, args.seed, check=check)
+        report = build_report(args.export_dir, args.boot, args.level, args.seed, check=check,
+                              mlm_floor=mlm_floor(run_rule(args.export_dir.parent)))
     except ValueError as err:  # ExportError and bad arguments: one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -78,6 +78,19 @@ def parameter_importance(study: optuna.Study, seed: int = 0) -> tuple[dict[str, 
     return out, messages
 
 
+def demonstration(runs: pd.DataFrame) -> str:
+    """Says so when the search trials trained fewer steps than the measured runs (--search-steps): a
+    demonstration of the search at this budget, whose ranking is not a finding; '' otherwise."""
+    search, measure = runs[runs["phase"] == "search"], runs[(runs["phase"] == "measure") & (runs["steps"] > 0)]
+    if search.empty or measure.empty or "steps" not in runs.columns:
+        return ""
+    longest, measured = int(search["steps"].max()), int(measure["steps"].max())
+    if longest >= measured:
+        return ""
+    return (f"a demonstration of the search at this budget: its trials trained at most {longest} steps, the measured "
+            f"runs {measured}; its ranking of loss weights and mask ratios is not a finding")
+
+
 def summarize_search(runs: pd.DataFrame, seed: int = 0) -> SearchSummary | None:
     """The search-phase response, or None when the export has no search runs."""
     if not (runs["phase"] == "search").any():
@@ -86,6 +99,9 @@ def summarize_search(runs: pd.DataFrame, seed: int = 0) -> SearchSummary | None:
     params = tuple(p for p in SEARCH_PARAMS if p in trials.columns and trials[p].nunique() > 1)
     keep = trials[["run_id", *params, "probe_score"]].reset_index(drop=True)
     messages, spearman, importance = [], {}, {}
+    demo = demonstration(runs)
+    if demo:
+        messages.append(demo)
     if len(trials) < 3 or not params:
         messages.append(f"{len(trials)} full-budget search trials with {len(params)} varied parameters: "
                         "too few to describe a response")
