@@ -48,32 +48,32 @@ def _preset_smoke() -> ExperimentConfig:
 
 
 def _preset_cpu_small() -> ExperimentConfig:
-    # Sized by a pilot on 2 cores (docs/presets.md): hidden 128, 2 layers, vocab 8192, sequence 128, batch 32.
+    # The laptop default, sized around what two cores can answer in 20 minutes (docs/presets.md): MLM's effect over
+    # random weights, read by the probe at two label budgets and by fine-tuning at the rate and epoch chosen on dev.
+    # hidden 128, 2 layers, vocab 8192, sequence 128, batch 32.
     return ExperimentConfig(
         preset="cpu-small",
-        # No dropout while pretraining, as cramming (Geiping & Goldstein 2023) in its budgeted regime: 160 steps
-        # are 0.13 epochs, so it does not regularise, and it cost a third of the step here (dropout masks, and
-        # the math attention path instead of the fused one). Fine-tuning keeps BERT's 0.1 (finetune.dropout).
+        # No dropout while pretraining, as cramming (Geiping & Goldstein 2023) in its budgeted regime: under one epoch
+        # it does not regularise, and it cost a third of the step here (dropout masks, and the math attention path
+        # instead of the fused one). Fine-tuning keeps BERT's 0.1 (finetune.dropout).
         model=ModelConfig(vocab_size=8192, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
                           max_position=128, dropout=0.0),
         data=DataConfig(seq_len=128),
-        # 160 steps (~0.65 M tokens) so that the main job's 15 pretraining runs and fine-tuning suites fit 20
-        # minutes on 2 cores (at 200 steps it took 20.5); at this scale (and at 800 steps) pretraining teaches
-        # little: see README.
-        optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=160),
-        # ner and headline_match are left out: no variant, none included, learns them at this budget (entity
-        # F1 0.000 and accuracy 0.498, also at lr 3e-3 x 8 epochs); gpu-quick and the bert-* presets keep them.
-        # One rate for 3 epochs keeps the default inside 20 minutes; the fair protocol (the rate and the epoch chosen
-        # on dev, finetune.lr_grid and finetune.keep_best) costs ~4x the fine-tuning and is opt-in here until the
-        # default's grid is redesigned (docs/controls.md). Fine-tunings that predict one label are left out of
-        # every estimate (analysis.flags.did_not_learn).
-        finetune=FinetuneConfig(epochs=3, lr=1e-3,
+        # 1,200 steps (~4.5 M tokens, under one pass over the corpus), linear decay to zero so the end is annealed:
+        # past the first points where cpu-long's curve called MLM's effect (the POS probe at 1.9 M tokens, the
+        # average probe at 100 labels at 3.7 M, both mid-schedule), in the pretraining time the main job can spend
+        # on four mlm_only runs (docs/presets.md: the pilot that sized it).
+        optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=1200),
+        # ner and headline_match are left out: no variant, none included, learns them at this budget.
+        # The fair protocol: the rate and the epoch chosen on dev per (run, task), as cpu-long; 500 labels per
+        # task (the probe keeps 1,000) so that the fine-tuning of eight encoders fits (docs/presets.md).
+        finetune=FinetuneConfig(epochs=6, lr=1e-3, lr_grid="3e-4,1e-3,3e-3", keep_best=True, patience=2,
                                 batch_size=32, max_len=64, qa_max_len=128, qa_doc_stride=64,
-                                max_train_examples=1000, max_eval_examples=500, probe_max_train=1000,
+                                max_train_examples=500, max_eval_examples=500, probe_max_train=1000,
                                 probe_budgets="100", tasks="sentiment,topic,hedge,pos",
-                                # the embedding layer probed too: near the unigram stage, how much of what the
-                                # probe reads is word identity and frequency, not context (analysis: "what the
-                                # layers add"); one more classifier per task from the same encoder pass
+                                # the embedding layer probed too: how much of what the probe reads is word identity
+                                # and frequency, not context (analysis: "what the layers add"); one more classifier
+                                # per task from the same encoder pass
                                 embedding_probe=True),
         # measurement runs evaluate (and checkpoint) at the end; search trials at each ASHA rung
         run=RunConfig(log_every=20, eval_every=0, eval_batches=8),
@@ -90,8 +90,7 @@ def _preset_cpu_long() -> ExperimentConfig:
     return base.replace(
         preset="cpu-long",
         optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=8000),
-        finetune=FinetuneConfig(**{**base.finetune.__dict__, "lr_grid": "3e-4,1e-3,3e-3", "keep_best": True,
-                                   "epochs": 6, "patience": 2}),
+        finetune=FinetuneConfig(**{**base.finetune.__dict__, "max_train_examples": 1000}),
         # the encoder kept at 1/16, 1/8, 1/4 and 1/2 of the run (~1.9 to 15 M tokens) and probed: MLM's effect as a
         # curve over tokens (analysis/curves.py); keeping them changes nothing the run trains
         run=replace(base.run, snapshots=SNAPSHOTS),

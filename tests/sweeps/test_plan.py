@@ -296,7 +296,7 @@ def test_the_main_job_probes_beside_fine_tuning_at_cpu_small_and_takes_a_first_s
     cfg = build_config("cpu-small")
     args = _args("--first-seed", "3")
     specs = phases.measurement_specs([("mlm_only", phases.variant_config(cfg, "mlm_only"))], args.seeds, args.first_seed)
-    assert sorted(s["cfg"]["run"]["seed"] for s in specs) == [3, 4, 5]
+    assert sorted(s["cfg"]["run"]["seed"] for s in specs) == [3, 4, 5, 6]
     for bad, said in ((["--modes", "finetune,lasso"], "--modes"), (["--first-seed", "-1"], "--first-seed")):
         with pytest.raises(ConfigError, match=said):
             objective_weights.SWEEP.configure(_args(*bad))
