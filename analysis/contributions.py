@@ -107,6 +107,10 @@ class Contributions:
     # per probed task and variant: the probe of the encoder minus the probe of its own embedding layer
     # (finetune.embedding_probe), Holm within these cells: what the layers add over word identity and frequency
     context: list[ContrastEstimate] = field(default_factory=list)
+    # the tasks whose fine-tunings predicted one label and were left out, and the most rates fine-tuning tried per
+    # (run, task): above 1, the rate (and epoch) were already chosen on dev, the fair protocol
+    one_label_tasks: tuple[str, ...] = ()
+    rates_tried: int = 1
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -389,7 +393,17 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                          {t.label: t.baseline for t in tasks if np.isfinite(t.baseline)}, not_learned, budget, specs,
                          unlearned, len(left_out), _intrinsic(done, _trained(specs, export.objectives, "mlm"), "mlm_acc"),
                          _intrinsic(done, _trained(specs, export.objectives, "nsp"), "pair_acc_nsp"), _preset(done),
-                         itt, context)
+                         itt, context, tuple(sorted(set(left_out["task"]))) if len(left_out) else (),
+                         _rates_tried(evals))
+
+
+def _rates_tried(evals: pd.DataFrame) -> int:
+    """The most fine-tuning rates any (run, task) tried (``finetune.lr_grid``; ``analysis.export`` counts them
+    before the rates not chosen are left out); 1 when none recorded."""
+    if "rates_tried" not in evals.columns:
+        return 1
+    ft = evals[(evals["mode"] == "finetune") & evals["is_primary"]]
+    return int(max(ft["rates_tried"].max(), 1)) if len(ft) else 1
 
 
 def _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n_boot, level) -> list[ContrastEstimate]:

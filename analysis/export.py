@@ -57,6 +57,8 @@ def check_export(export: Export) -> Export:
             raise ExportError(f"runs.parquet column {col!r} has {bad}; allowed: {list(allowed)}")
     runs = export.runs.assign(collapsed=export.runs["collapsed"].fillna(False).astype(bool))
     evals = export.evals.assign(is_primary=export.evals["is_primary"].fillna(False).astype(bool))
+    if "lr" in evals.columns and len(evals):  # how many rates each (run, task, mode) tried, kept past the filter
+        evals = evals.assign(rates_tried=evals.groupby(["run_id", "task", "mode"])["lr"].transform("nunique"))
     if "selected" in evals.columns:  # fine-tuning rates not chosen on dev: in the file, not in the estimates
         evals = evals[evals["selected"].fillna(True).astype(bool)]
     return Export(runs, evals, export.predictions)

@@ -192,6 +192,12 @@ def next_step(c: Contributions, facts: dict[str, bool | None]) -> str:
                   if c.preset in ("", "smoke", "cpu-small") else "a longer pretraining budget (--set optim.max_steps=...)")
         return _line("Next", f"train longer: {longer}; more seeds cannot help while the encoders hold only word "
                              "frequencies")
+    if facts.get("every_fine_tuning_learned") is False and c.rates_tried > 1:
+        tasks = ", ".join(c.one_label_tasks) or "some tasks"
+        return _line("Next", f"the fine-tunings that predicted one label ({tasks}) were chosen on dev among "
+                             f"{c.rates_tried} rates and their epochs, the fair protocol: at these labels this budget "
+                             f"does not learn {tasks} reliably; more labels (--set finetune.max_train_examples=...) "
+                             "or longer pretraining (--preset cpu-long) may")
     if facts.get("every_fine_tuning_learned") is False:
         return _line("Next", "fine-tune fairly: --set finetune.lr_grid=3e-4,1e-3,3e-3 --set finetune.keep_best=true "
                              "--set finetune.epochs=6 --set finetune.patience=2 (docs/controls.md)")

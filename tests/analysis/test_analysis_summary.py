@@ -154,3 +154,15 @@ def test_sanity_never_names_a_variant_whose_average_was_left_out(tmp_path):
     root = write_export(tmp_path / "e", {"full": 0.7, "mlm_only": 0.7, "none": 0.6}, majority=("full",))
     s = _summary(root, runs={"mlm_acc": 0.2})
     assert "nan" not in s["sanity"] and "pretraining beats none OK (best: mlm_only +0.100" in s["sanity"]
+
+
+def test_next_does_not_advise_the_fair_protocol_to_a_run_that_used_it(tmp_path):
+    """A run that chose its rate on dev among three and still had one-label fine-tunings is not told to 'fine-tune
+    fairly' with the settings it ran (the first reader of cpu-long's summary tripped on it): Next names the tasks."""
+    root = write_export(tmp_path / "e", {"full": 0.7, "mlm_only": 0.7, "none": 0.6}, majority=("mlm_only",))
+    evals = pd.read_parquet(root / "evals.parquet")
+    grid = pd.concat([evals.assign(lr=r, selected=r == 1e-3) for r in (3e-4, 1e-3, 3e-3)])
+    grid.to_parquet(root / "evals.parquet")
+    s = _summary(root, runs={"mlm_acc": 0.2})
+    assert "lr_grid" not in s["next"] and "were chosen on dev among 3 rates" in s["next"]
+    assert "(sst, topic)" in s["next"]
