@@ -92,6 +92,7 @@ def _command(tmp_path, *extra, storage=None):
     # (docs/benchmarks.md). The search still runs, is resumed and exported; the autoscaling sweep measures a mix.
     return [sys.executable, str(REPO / "sweeps" / "objective_weights.py"), "--preset", "smoke", "--storage",
             str(storage or tmp_path), "--name", "s", "--num-samples", "3", "--seeds", "1", "--tasks", "sentiment,ner",
+            "--variants", "full,mlm_only,nsp_only,none",  # the variants the test reads; mlm_pairs only adds time
             "--no-measure-best-mix", "--modes", "finetune,probe", "--set", "run.snapshots=0.5", *extra]
 
 
