@@ -1,4 +1,4 @@
-"""The run's summary: six labelled lines a researcher reads first, at the end of every sweep and on top of the report.
+"""The run's summary: seven labelled lines a researcher reads first, at the end of every sweep and on top of the report.
 
     Ran      what was trained and read: variants, seeds, tokens per run, tasks and readings
     Check    the instrument check in one clause: PASS / FAIL, what it vouches for, what it cannot check
@@ -151,6 +151,18 @@ def _reading(task: str) -> str:
     return reading if name == "average" else task
 
 
+def _verdict(e) -> str:
+    """' resolved', ' a tie (TOST)', ' (no reliable interval: N seeds)', or ' not resolved' where the interval alone
+    excludes 0 (it is not called after Holm); '' for an interval across 0."""
+    if resolved(e):
+        return " resolved"
+    if tie(e):
+        return " a tie (TOST)"
+    if not e.interval.reliable:
+        return f" (no reliable interval: {e.interval.n_seeds} seeds)"
+    return " not resolved after Holm" if e.interval.excludes_zero else ""
+
+
 def answer(c: Contributions) -> str:
     prim = [e for e in c.contrasts if e.holm_family == "primary" and np.isfinite(e.interval.estimate)]
     if not prim:
@@ -165,8 +177,7 @@ def answer(c: Contributions) -> str:
     items = []
     for name, es in groups.items():
         averages = all(e.task.startswith("average") for e in es)
-        cells = ", ".join(f"{_reading(e.task) if averages else 'on ' + e.task} {_fmt(e)}"
-                          f"{' resolved' if resolved(e) else ' a tie (TOST)' if tie(e) else ''}" for e in es)
+        cells = ", ".join(f"{_reading(e.task) if averages else 'on ' + e.task} {_fmt(e)}{_verdict(e)}" for e in es)
         d = es[0].contrast
         formula = " - ".join(v for sign in (1, -1) for v, w in d.weights.items() if w * sign > 0)
         items.append(f"{primary_name(d) or name} ({formula}){', on the average:' if averages else ':'} {cells}")
@@ -197,7 +208,7 @@ def next_step(c: Contributions, facts: dict[str, bool | None]) -> str:
         return _line("Next", f"the fine-tunings that predicted one label ({tasks}) were chosen on dev among "
                              f"{c.rates_tried} rates and their epochs, the fair protocol: at these labels this budget "
                              f"does not learn {tasks} reliably; more labels (--set finetune.max_train_examples=...) "
-                             "or longer pretraining (--preset cpu-long) may")
+                             "or longer pretraining (--preset cpu-long) may help")
     if facts.get("every_fine_tuning_learned") is False:
         return _line("Next", "fine-tune fairly: --set finetune.lr_grid=3e-4,1e-3,3e-3 --set finetune.keep_best=true "
                              "--set finetune.epochs=6 --set finetune.patience=2 (docs/controls.md)")

@@ -166,3 +166,20 @@ def test_next_does_not_advise_the_fair_protocol_to_a_run_that_used_it(tmp_path):
     s = _summary(root, runs={"mlm_acc": 0.2})
     assert "lr_grid" not in s["next"] and "were chosen on dev among 3 rates" in s["next"]
     assert "(sst, topic)" in s["next"]
+
+
+def test_the_answer_line_marks_an_interval_off_zero_that_holm_does_not_call(tmp_path):
+    """An interval that excludes 0 but is not called after Holm reads as a finding unless it says so; one without a
+    reliable interval says that too (the default's fine-tuned average rested on two seeds once)."""
+    from analysis.summary import _verdict
+    from analysis.bootstrap import Interval
+
+    iv = Interval(0.04, 0.018, 0.064, 0.01, 0.01, 3.0, 4, True, 0.018, 0.064)
+    e = type("E", (), {"interval": iv, "p_adjusted": 0.097, "p_equivalence": float("nan")})()
+    assert _verdict(e) == " not resolved after Holm"
+    e.p_adjusted = 0.01
+    assert _verdict(e) == " resolved"
+    e.interval, e.p_adjusted = Interval(0.04, -0.2, 0.1, 0.5, 0.1, 1.0, 2, False, -0.2, 0.1), 0.5
+    assert _verdict(e) == " (no reliable interval: 2 seeds)"
+    e.interval = Interval(0.04, -0.01, 0.09, 0.2, 0.02, 3.0, 4, True, -0.01, 0.09)
+    assert _verdict(e) == ""
