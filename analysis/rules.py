@@ -437,7 +437,7 @@ def judge(rule: Rule, facts: Facts, start: dict | None = None) -> Judgement:
                      tuple(CLAUSES[c["kind"]][2](rule, c, facts) for c in rule.clauses), start)
 
 
-RUN_RECORD = "rule_run.json"  # in the sweep's folder, beside export/: the rule at the start, the wall time at the end
+from analysis.rule_record import RUN_RECORD, mlm_floor, run_rule  # noqa: E402,F401 (one home, importable by the report)
 
 
 def start_record(rule_path: str | Path) -> dict:
@@ -448,28 +448,6 @@ def start_record(rule_path: str | Path) -> dict:
             "last_commit": p.last_commit,
             "last_commit_time": p.last_commit_time,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "resumed": False}
-
-
-def mlm_floor(rule_path: str | Path | None) -> float | None:
-    """The held-out MLM accuracy a rule's ``every_run`` clause on ``mlm_acc`` requires (the summary's Sanity line
-    reads it), or None: no rule, none readable, or no such clause."""
-    if not rule_path:
-        return None
-    try:
-        rule = load_rule(rule_path)
-    except (RuleError, OSError):
-        return None
-    floors = [float(c["at_least"]) for c in rule.clauses if c["kind"] == "every_run" and c.get("column") == "mlm_acc"]
-    return max(floors) if floors else None
-
-
-def run_rule(root: str | Path) -> str | None:
-    """The rule a sweep in ``root`` was started with (its RUN_RECORD), or None."""
-    path = Path(root) / RUN_RECORD
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    return record.get("rule_file") or record.get("rule")
 
 
 def inside_repo(rule_path: str | Path, cwd: str | Path = ".") -> None:

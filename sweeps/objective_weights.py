@@ -9,10 +9,13 @@
 1. Search: Optuna TPE proposes the MLM and NSP/SOP loss weights and the mask ratio; ASHA stops weak
    trials early. Trials are ranked on the linear-probe score on the dev split of a few tasks (the
    same meaning for every objective), never on the training loss.
-2. Measure: full, mlm_only, mlm_pairs, nsp_only, none and (--measure-best-mix, on except at
-   cpu-small) the best mix found, each over --seeds pretraining seeds at full budget (the same
-   batches and initial weights per seed), each fine-tuned on the task suite over --finetune-seeds seeds.
-3. Report: export (Parquet), analysis, and the contribution table on the terminal.
+   At cpu-small a two-trial, 160-step demonstration (--search-steps), said so.
+2. Measure: full, mlm_only, mlm_pairs, nsp_only, none (--variants; mlm_only and none at cpu-small and
+   cpu-long) and (--measure-best-mix, on except at cpu-small) the best mix found, each over --seeds
+   pretraining seeds at full budget (the same batches and initial weights per seed), each fine-tuned
+   on the task suite over --finetune-seeds seeds.
+3. Report: export (Parquet), analysis, and the contribution table on the terminal; at cpu-small the verdict
+   of its rule (docs/rules/cpu-small.toml).
 """
 
 from __future__ import annotations
