@@ -248,7 +248,7 @@ def _other_objectives(c: Contributions) -> str:
                 f"run's {b.seconds / b.steps:.2f} s a step, two at once)")
     return (f"NSP's loss effect, SOP, ELECTRA and the mask ratio were not measured here: each variant must train as "
             f"long as MLM did to be read. python sweeps/objective_weights.py --preset cpu-long --variants "
-            f"{TABLE_VARIANTS}{cost}; whether NSP learns within that budget is not yet measured (docs/presets.md)")
+            f"{TABLE_VARIANTS}{cost}; cpu-long's first design read NSP with its pairs (docs/presets.md)")
 
 
 def run_summary(c: Contributions, check: dict | None = None, mlm_floor: float | None = None) -> list[str]:
