@@ -61,11 +61,11 @@ def _git(repo, *args):
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def _rule(tmp_path, commit=True, floor=0.05, tasks=2, least=0.15):
+def _rule(tmp_path, commit=True, floor=0.05, tasks=2, least=0.15, text=None, name="fixture"):
     repo = tmp_path / "repo"
     (repo / "docs" / "rules").mkdir(parents=True, exist_ok=True)
-    path = repo / "docs" / "rules" / "fixture.toml"
-    path.write_text(RULE.format(floor=floor, tasks=tasks, least=least))
+    path = repo / "docs" / "rules" / f"{name}.toml"
+    path.write_text(text if text is not None else RULE.format(floor=floor, tasks=tasks, least=least))
     if commit:
         _git(repo, "init", "-q")
         _git(repo, "add", ".")
@@ -261,19 +261,27 @@ def test_a_sweep_records_the_rule_at_its_start_and_a_resumed_sweep_is_not_judged
     assert wall[0]["status"] == UNMEASURED
 
 
+def _probe_and_embeddings(tmp_path, probe: Path, embeddings: Path) -> Path:
+    """One export whose probe rows are ``probe``'s and whose embeddings-probe rows are ``embeddings``'s (two
+    exports of the same runs)."""
+    import pandas as pd
+
+    both = tmp_path / "export"
+    both.mkdir()
+    (probe / "runs.parquet").rename(both / "runs.parquet")
+    for name in ("evals", "predictions"):
+        parts = [pd.read_parquet(d / f"{name}.parquet").assign(mode=m)
+                 for d, m in ((probe, "probe"), (embeddings, "probe-emb"))]
+        pd.concat(parts).to_parquet(both / f"{name}.parquet")
+    return both
+
+
 def test_a_baseline_readings_calls_do_not_count_toward_called(tmp_path):
     """The embeddings probe's rows are a baseline reading, a family of their own: an effect there alone (the
     encoder's own reading flat) must not make "called on >= 2 tasks" pass."""
-    import pandas as pd
-
     flat = write_export(tmp_path / "a", {"mlm_only": 0.6, "none": 0.6}, variant_jitter={"mlm_only": (0.01, -0.01, 0)})
     strong = write_export(tmp_path / "b", {"mlm_only": 0.8, "none": 0.6})
-    both = tmp_path / "export"
-    both.mkdir()
-    (flat / "runs.parquet").rename(both / "runs.parquet")
-    for name in ("evals", "predictions"):
-        parts = [pd.read_parquet(d / f"{name}.parquet").assign(mode=m) for d, m in ((flat, "probe"), (strong, "probe-emb"))]
-        pd.concat(parts).to_parquet(both / f"{name}.parquet")
+    both = _probe_and_embeddings(tmp_path, flat, strong)
     path = _rule(tmp_path)
     j = judge_export(path, both, n_boot=200, start=start_record(path))
     called = [v for v in j.verdicts if v.clause.startswith("mlm_only - none called")][0]
@@ -298,23 +306,10 @@ tasks_at_least = 1
 def test_beyond_embeddings_passes_only_where_the_layers_beat_the_variants_own_embeddings(tmp_path, layers_add, status):
     """mlm_only beats none by 0.2 on the probe on both tasks; its embedding layer scores either 0.2 lower than its
     probe (the layers add: PASS) or the same (all of MLM's effect is in the embeddings: FAIL)."""
-    import pandas as pd
-
     probe = write_export(tmp_path / "a", {"mlm_only": 0.8, "none": 0.6})
     emb = write_export(tmp_path / "b", {"mlm_only": 0.6 if layers_add else 0.8, "none": 0.6})
-    both = tmp_path / "export"
-    both.mkdir()
-    (probe / "runs.parquet").rename(both / "runs.parquet")
-    for name in ("evals", "predictions"):
-        parts = [pd.read_parquet(d / f"{name}.parquet").assign(mode=m) for d, m in ((probe, "probe"), (emb, "probe-emb"))]
-        pd.concat(parts).to_parquet(both / f"{name}.parquet")
-    repo = tmp_path / "repo"
-    (repo / "docs" / "rules").mkdir(parents=True)
-    path = repo / "docs" / "rules" / "beyond.toml"
-    path.write_text(BEYOND)
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "rule")
+    both = _probe_and_embeddings(tmp_path, probe, emb)
+    path = _rule(tmp_path, text=BEYOND, name="beyond")
     (v,) = judge_export(path, both, n_boot=200, start=start_record(path)).verdicts
     assert v.status == status, v.observed
     assert ("called: sst, topic" in v.observed) and (("layers above embeddings: sst, topic" in v.observed) == layers_add)
