@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     # a main-job export sits beside its instrument check's verdicts: the summary and headline read them again
     check_json = args.export_dir.parent / "instrument_check" / "report" / "known_answer.json"
     check = json.loads(check_json.read_text()) if check_json.exists() else None
-    from analysis.rule_record import mlm_floor, run_rule
+    from analysis.rules import mlm_floor, run_rule
 
     try:
         report = build_report(args.export_dir, args.boot, args.level, args.seed, check=check,

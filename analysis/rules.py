@@ -437,7 +437,29 @@ def judge(rule: Rule, facts: Facts, start: dict | None = None) -> Judgement:
                      tuple(CLAUSES[c["kind"]][2](rule, c, facts) for c in rule.clauses), start)
 
 
-from analysis.rule_record import RUN_RECORD, mlm_floor, run_rule  # noqa: E402,F401 (one home, importable by the report)
+RUN_RECORD = "rule_run.json"  # in the sweep's folder, beside export/: the rule at the start, the wall time at the end
+
+
+def mlm_floor(rule_path: str | Path | None) -> float | None:
+    """The held-out MLM accuracy a rule's ``every_run`` clause on ``mlm_acc`` requires (the summary's Sanity line
+    reads it), or None: no rule, none readable, or no such clause."""
+    if not rule_path:
+        return None
+    try:
+        rule = load_rule(rule_path)
+    except (RuleError, OSError):
+        return None
+    floors = [float(c["at_least"]) for c in rule.clauses if c["kind"] == "every_run" and c.get("column") == "mlm_acc"]
+    return max(floors) if floors else None
+
+
+def run_rule(root: str | Path) -> str | None:
+    """The rule a sweep in ``root`` was started with (its RUN_RECORD), or None."""
+    path = Path(root) / RUN_RECORD
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return record.get("rule_file") or record.get("rule")
 
 
 def start_record(rule_path: str | Path) -> dict:
@@ -478,17 +500,17 @@ def cpu_kind() -> str:
 def judge_export(rule_path: str | Path, export_dir: str | Path, wall_minutes: float | None = None,
                  kind: str | None = None, check: dict | None = None, n_boot: int = 1000,
                  start: dict | None = None) -> Judgement:
-    """Load the rule and the export, estimate as the report does, and judge every clause."""
+    """Load the rule and the export, estimate as the report does (its estimates, its seed), and judge every clause."""
+    from analysis.contributions import estimate_contributions
     from analysis.export import load_export
-    from analysis.report import build_report
 
     rule = load_rule(rule_path)
-    report = build_report(export_dir, n_boot=n_boot, check=check)
     export = load_export(export_dir)
+    contributions = estimate_contributions(export, np.random.default_rng(0), n_boot, 0.95)  # build_report's draw
     runs = export.runs[export.runs["phase"] == "measure"]
     ev = export.evals[export.evals["run_id"].isin(runs["run_id"])]
     tasks = tuple(sorted(set(ev["source_task"].where(ev["source_task"].astype(bool), ev["task"]))))
-    facts = Facts(report.contributions, measure_runs(export), all_runs=runs, tasks=tasks, check=check,
+    facts = Facts(contributions, measure_runs(export), all_runs=runs, tasks=tasks, check=check,
                   wall_minutes=wall_minutes, cpu_kind=kind)
     return judge(rule, facts, start)
 

@@ -113,7 +113,7 @@ def final_report(root: str, out=None, check: dict | None = None) -> str | None:
         return None
     from analysis.report import build_report, format_table, write_report
 
-    from analysis.rule_record import mlm_floor, run_rule
+    from analysis.rules import mlm_floor, run_rule
 
     report = build_report(export_dir, check=check, mlm_floor=mlm_floor(run_rule(root)))
     print(format_table(report), file=out)
