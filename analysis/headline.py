@@ -77,16 +77,15 @@ UNIGRAM_STAGE = 0.06
 TRAINED_STAGE = 0.15
 
 
-def _stage(c: Contributions, floor: float | None = None) -> str:
+def _stage(c: Contributions) -> str:
     """Says first when no encoder left the word-frequency stage: no reading can credit an objective there."""
-    floor = UNIGRAM_STAGE if floor is None else floor
-    if not c.mlm_acc or max(c.mlm_acc.values()) >= floor:
+    if not c.mlm_acc or max(c.mlm_acc.values()) >= UNIGRAM_STAGE:
         return ""
     accs = ", ".join(f"{v} {a:.1%}" for v, a in c.mlm_acc.items())
     longer = ("on two cores: the default or --preset cpu-long, which train each encoder longer"
               if c.preset in ("", "smoke") else "--set optim.max_steps=... on a larger budget")
     return (f"The encoders learned little beyond word frequencies (held-out MLM accuracy {accs}; below "
-            f"{floor:.0%}), so at this budget no objective is expected to show an effect on real "
+            f"{UNIGRAM_STAGE:.0%}), so at this budget no objective is expected to show an effect on real "
             f"tasks; a run that trains each encoder longer can ({longer}).")
 
 
