@@ -20,7 +20,7 @@ from ray import tune
 from sweeps.export import run_row
 from sweeps.phase_kinds import PHASES, mode_tasks, read_specs, snapshot_modes  # noqa: F401 (PHASES: re-exported)
 from sweeps.runner import Phase, run_phase
-from trainables.config import ConfigError, ExperimentConfig, objective_for_variant
+from trainables.config import ConfigError, ExperimentConfig, switch_variant
 from trainables.objectives import VARIANTS
 
 log = logging.getLogger("sweeps")
@@ -69,9 +69,7 @@ def measurement_specs(variants: list[tuple[str, ExperimentConfig]], seeds: int, 
 def variant_config(cfg: ExperimentConfig, name: str, **objective_changes) -> ExperimentConfig:
     """``cfg`` with variant ``name``'s weights and input format; every other objective setting (mask ratio,
     masking strategy, 80/10/10 fractions, static masking, mask stream, objective options) is kept."""
-    kept = {f.name: getattr(cfg.objective, f.name) for f in dataclasses.fields(cfg.objective)
-            if f.name not in ("variant", "weights", "input_format")}
-    return cfg.replace(objective=objective_for_variant(name, **{**kept, **objective_changes}))
+    return cfg.replace(objective=switch_variant(cfg.objective, name, **objective_changes))
 
 
 def pretrain_resources(args) -> dict[str, float]:

@@ -49,6 +49,10 @@ class ModelConfig:
     # relative-offset structure must itself be learned; sinusoidal: Vaswani et al. (2017)'s table scaled to the
     # same per-dimension std, so neighbouring positions start alike. Still learned; checkpoints are unchanged.
     position_init: str = "normal"
+    # The position table's starting std as a multiple of BERT's initializer range (0.02). Above 1 the positions
+    # outweigh the tokens in the first LayerNorm at the start, so attending by offset is learned sooner (measured
+    # with sinusoidal starting positions: docs/results.md, time to 15%).
+    position_scale: float = 1.0
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position"):
@@ -58,6 +62,7 @@ class ModelConfig:
                  f"model.hidden_size={self.hidden_size} must be divisible by model.num_heads={self.num_heads}")
         require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
         choice("model.position_init", self.position_init, POSITION_INITS)
+        require(self.position_scale > 0.0, f"model.position_scale={self.position_scale} must be > 0")
 
 
 POSITION_INITS = ("normal", "sinusoidal")
@@ -186,6 +191,14 @@ def objective_for_variant(name: str, **changes: Any) -> ObjectiveConfig:
     choice("variant", name, tuple(variants))
     v = variants[name]
     return ObjectiveConfig(variant=name, **{"weights": dict(v.weights), "input_format": v.input_format, **changes})
+
+
+def switch_variant(objective: ObjectiveConfig, name: str, **changes: Any) -> ObjectiveConfig:
+    """``objective`` switched to variant ``name``'s weights and input format; every other setting (mask ratio,
+    masking strategy, 80/10/10 fractions, static masking, mask stream, objective options) kept."""
+    kept = {f.name: getattr(objective, f.name) for f in fields(objective)
+            if f.name not in ("variant", "weights", "input_format")}
+    return objective_for_variant(name, **{**kept, **changes})
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,12 @@ def build_model(cfg: ModelConfig, vocab_size: int, pad_id: int, seed: int) -> Be
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BertForPreTraining(bert_config(cfg, vocab_size, pad_id))
-    if cfg.position_init == "sinusoidal":
-        table = model.bert.embeddings.position_embeddings.weight
-        with torch.no_grad():
-            table.copy_(sinusoidal_positions(*table.shape, std=model.config.initializer_range))
+    table = model.bert.embeddings.position_embeddings.weight
+    with torch.no_grad():
+        if cfg.position_init == "sinusoidal":
+            table.copy_(sinusoidal_positions(*table.shape, std=model.config.initializer_range * cfg.position_scale))
+        elif cfg.position_scale != 1.0:
+            table.mul_(cfg.position_scale)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from trainables.config import (ConfigError, DataConfig, ExperimentConfig, FinetuneConfig, ModelConfig, OptimConfig,
-                               RunConfig, choice, objective_for_variant)
+                               RunConfig, choice, switch_variant)
 
 # A corpus big enough for the bert-* presets (~4 B tokens: bert-base's 3.3 B at 100k x 256 x 128 is < 1 epoch).
 HUB_CORPUS = "hub:wikimedia/wikipedia:20231101.en"
@@ -212,6 +212,6 @@ def build_config(preset: str = "cpu-small", variant: str | None = None,
     """A preset, optionally switched to a named variant, with dotted overrides applied last."""
     choice("preset", preset, tuple(PRESETS))
     cfg = PRESETS[preset]()
-    if variant is not None:
-        cfg = cfg.replace(objective=objective_for_variant(variant))
+    if variant is not None:  # the variant's weights and inputs; the preset's masking (mask ratio, ...) kept
+        cfg = cfg.replace(objective=switch_variant(cfg.objective, variant))
     return apply_overrides(cfg, overrides) if overrides else cfg

@@ -94,6 +94,24 @@ def test_sinusoidal_positions_change_only_the_position_table_and_keep_neighbours
         _cfg(tmp_path, "mlm_only", "model.position_init=learned")
 
 
+@pytest.mark.parametrize("init", ["normal", "sinusoidal"])
+def test_position_scale_multiplies_the_position_tables_start_and_nothing_else(smoke_data, tmp_path, init):
+    """model.position_scale=3 starts the position table at three times its std (the same table, scaled), every
+    other initial weight bit for bit the unscaled run's."""
+    from dataclasses import replace
+
+    cfg, data = smoke_data
+    base = build_model(replace(cfg.model, position_init=init), data.sp.vocab_size, data.sp.pad, seed=3).state_dict()
+    scaled = build_model(replace(cfg.model, position_init=init, position_scale=3.0), data.sp.vocab_size,
+                         data.sp.pad, seed=3).state_dict()
+    table = "bert.embeddings.position_embeddings.weight"
+    assert all(torch.equal(v, base[k]) for k, v in scaled.items() if k != table)
+    torch.testing.assert_close(scaled[table], 3.0 * base[table])
+    assert abs(scaled[table].std().item() / base[table].std().item() - 3.0) < 1e-4
+    with pytest.raises(Exception, match=r"model.position_scale=0.0 must be > 0"):
+        _cfg(tmp_path, "mlm_only", "model.position_scale=0")
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_runs_and_writes_a_loadable_checkpoint(tmp_path, variant):
     cfg = _cfg(tmp_path, variant)
