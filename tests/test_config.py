@@ -98,17 +98,3 @@ def test_weights_cover_every_registered_objective_and_old_spellings_load():
 def test_heads_must_divide_hidden():
     with pytest.raises(ConfigError, match="num_heads"):
         ModelConfig(hidden_size=100, num_heads=3)
-
-
-def test_a_preset_keeps_its_masking_when_switched_to_a_variant():
-    """cpu-small masks 30% for every variant (a variant switch keeps the preset's mask ratio, as the sweeps'
-    switch does); cpu-long keeps BERT's 15% and position init, the recipe its rule file judged."""
-    from trainables.presets import build_config
-
-    small = {v: build_config("cpu-small", v) for v in ("mlm_only", "none", "full")}
-    assert {c.objective.mask_ratio for c in small.values()} == {0.3}
-    assert small["mlm_only"].objective.input_format == "single" and small["full"].objective.weights["nsp"] == 1.0
-    assert build_config("cpu-small", "mlm_only", ["objective.mask_ratio=0.2"]).objective.mask_ratio == 0.2
-    long = build_config("cpu-long", "mlm_only")
-    assert long.objective.mask_ratio == 0.15 and long.model.position_init == "normal"
-    assert long.model.position_scale == 1.0 and long.optim.schedule == "linear"
