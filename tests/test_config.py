@@ -98,3 +98,17 @@ def test_weights_cover_every_registered_objective_and_old_spellings_load():
 def test_heads_must_divide_hidden():
     with pytest.raises(ConfigError, match="num_heads"):
         ModelConfig(hidden_size=100, num_heads=3)
+
+
+def test_a_preset_keeps_its_masking_when_switched_to_a_variant(monkeypatch):
+    """A preset's masking (here a 30% mask ratio) survives the switch to any variant, as in the sweeps'
+    switch: the variant brings only its loss weights and input format."""
+    from trainables import presets
+    from trainables.config import ObjectiveConfig
+
+    base = presets.PRESETS["smoke"]
+    monkeypatch.setitem(presets.PRESETS, "smoke", lambda: base().replace(objective=ObjectiveConfig(mask_ratio=0.3)))
+    cfgs = {v: presets.build_config("smoke", v) for v in ("mlm_only", "none", "full")}
+    assert {c.objective.mask_ratio for c in cfgs.values()} == {0.3}
+    assert cfgs["mlm_only"].objective.input_format == "single" and cfgs["full"].objective.weights["nsp"] == 1.0
+    assert presets.build_config("cpu-small", "mlm_only").objective.mask_ratio == 0.15
