@@ -50,8 +50,8 @@ class ModelConfig:
     # same per-dimension std, so neighbouring positions start alike. Still learned; checkpoints are unchanged.
     position_init: str = "normal"
     # The position table's starting std as a multiple of BERT's initializer range (0.02). Above 1 the positions
-    # outweigh the tokens in the first LayerNorm at the start, so attending by offset is learned sooner (measured
-    # with sinusoidal starting positions: docs/results.md, time to 15%).
+    # outweigh the tokens in the first LayerNorm at the start, likely why the MLM plateau ends sooner with
+    # sinusoidal starting positions (docs/results.md, time to 15%).
     position_scale: float = 1.0
 
     def __post_init__(self):
