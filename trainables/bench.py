@@ -4,6 +4,7 @@
     python -m trainables.bench --preset cpu-small --precision fp32                 # one precision
     python -m trainables.bench --preset bert-base --set optim.batch_size=128          # on a GPU: MFU
     python -m trainables.bench --preset bert-base --peak-tflops 400    # a GPU not in trainables.hardware
+    python -m trainables.bench --preset cpu-small --set model.compile=true   # + our step compiled, same batches
     python -m trainables.bench data --copies 1,4,16                                    # trainables.bench_data
 
 Both sides of the step benchmark train the same ``BertForPreTraining`` size on the same masked batches
@@ -16,6 +17,10 @@ batches padded to the maximum length. Each precision benched (``--precision``; b
 a CPU with native bf16 fp32 beside it) gets both sides, and the ratio is at the same precision. Then
 ``run_pretraining`` end to end (the background input pipeline included) on the same config at the first
 precision, its tokens/s taken from its own log over the steps after the first.
+
+With ``model.compile=true`` the batches take one static shape (as a compiled run's do) and a third side times our
+step compiled (``torch.compile``, inductor) against the eager one on those same batches, in the same rounds; the
+first compiled step, where the compilation happens, is timed apart (``compiled_first_step_s``).
 
 ``--profile`` adds where our step's time goes at each precision (``torch.profiler`` over the same batches): the
 ops that take the most of it, in milliseconds per step, and their groups (``PROFILE_GROUPS``: matmuls,
@@ -50,7 +55,8 @@ from trainables.flops import StepShape, step_flops
 from trainables.model import build_model, count_parameters
 from trainables.objectives import get_objective
 from trainables.presets import build_config
-from trainables.pretrain import pretrain_model, build_optimizer, build_pretraining_data, resolve_device, train_step
+from trainables.pretrain import (_training_module, build_optimizer, build_pretraining_data, pretrain_model,
+                                 resolve_device, train_step)
 from trainables.gpu_check.record import finite
 from trainables.runtime import Precision, autocast, cpu_bf16_flag, resolve_precision, set_allocator
 
@@ -138,6 +144,7 @@ class Sides(NamedTuple):
     precision: Precision
     ours: Callable
     ref: Callable
+    compiled: Callable | None = None  # with model.compile: ours compiled, on the same static-shape batches
 
 
 def build_sides(cfg, data, batches, dev, precision: str) -> Sides:
@@ -159,7 +166,15 @@ def build_sides(cfg, data, batches, dev, precision: str) -> Sides:
     def ref_step(b, i):
         ref_fn(dense[i])
 
-    return Sides(resolve_precision(dev, precision), ours_step, ref_step)
+    compiled_step = None
+    if cfg.model.compile:  # the training loop's compiled forward; ``ours`` stays eager on the same batches
+        model = pretrain_model(cfg, build_model(cfg.model, V, sp.pad, 0)).to(dev)
+        module, (c_opt, c_sched), c_meter = _training_module(model, cfg, 1), build_optimizer(model, cfg), {}
+
+        def compiled_step(b, i):
+            train_step(module, c_opt, c_sched, cfg, b, c_meter, dev, ctx)
+
+    return Sides(resolve_precision(dev, precision), ours_step, ref_step, compiled_step)
 
 
 def bench_precisions(requested: str | None, run_precision: str, dev: torch.device) -> list[str]:
@@ -195,13 +210,26 @@ def run_bench(preset: str, overrides: list[str], steps: int, rounds: int = 2, pe
     batches = [b.pin_memory() for b in batches] if dev.type == "cuda" else batches  # as training does
     sides = [build_sides(cfg, data, batches, dev, p) for p in precisions]
     runs = {s.precision.name: ([], []) for s in sides}
+    compiled = {s.precision.name: {"runs": []} for s in sides if s.compiled}
+    for s in sides:  # the compilation, once per shape, timed apart from the rounds (a trial pays it at its start)
+        if s.compiled:
+            t0 = time.perf_counter()
+            s.compiled(batches[0], 0)
+            _sync(dev)
+            compiled[s.precision.name]["first_step_s"] = round(time.perf_counter() - t0, 2)
     for _ in range(rounds):  # alternate so that machine noise hits every side alike
         for s in sides:
             runs[s.precision.name][0].append(_time(s.ours, batches, dev))
             runs[s.precision.name][1].append(_time(s.ref, batches, dev))
+            if s.compiled:
+                compiled[s.precision.name]["runs"].append(_time(s.compiled, batches, dev))
     peaks = measured_peaks(cfg, batches) if dev.type == "cpu" else None
     by = {name: _figures(cfg, batches, V, dev, why, ours, ref, peak_tflops, peaks and peaks[f"{name}_tflops"])
           for (name, why), (ours, ref) in zip([s.precision for s in sides], runs.values())}
+    for name, c in compiled.items():  # the compiled step against the eager one, same batches, same rounds
+        best = max(r[0] for r in c["runs"])
+        by[name].update({"compiled_tokens_per_s": round(best, 1), "compiled_first_step_s": c["first_step_s"],
+                         "compiled_vs_eager": round(best / by[name]["ours_tokens_per_s"], 3)})
     main = sides[0].precision
     padded = sum(b.batch.input_ids.numel() for b in batches)
     result = {"preset": preset, "device": str(dev), "precision": main.name, "precision_why": main.why,

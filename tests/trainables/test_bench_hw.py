@@ -75,6 +75,7 @@ def test_cpu_bench_runs_at_smoke_with_peak_override(capsys):
     assert out["peak_tflops"] == 0.5 and out["peak_source"] == "--peak-tflops" and out["mfu"] > 0
     assert out["precision"] == "fp32" and list(out["by_precision"]) == ["fp32"]
     assert out["by_precision"]["fp32"]["profile"]["groups"]["matmul"] > 0  # --profile
+    assert "compiled_tokens_per_s" not in out["by_precision"]["fp32"]  # no compiled side without model.compile
     assert bench.main(["--preset", "smoke", "--peak-tflops", "-1"]) == 2
 
 
@@ -104,3 +105,23 @@ def test_the_profile_puts_each_op_in_one_group_and_the_groups_add_up_to_the_step
     assert g["matmul"] > 0 and g["loss softmax"] > 0 and g["copies"] > 0 and g["attention"] == 0
     assert sum(g.values()) == pytest.approx(prof["ms_per_step"], abs=0.05)
     assert prof["top_ops"] and all(ms >= 0 for _, ms in prof["top_ops"])
+
+
+def test_with_model_compile_the_bench_times_a_compiled_side_beside_the_eager_one(capsys, monkeypatch):
+    """model.compile=true adds our step compiled, timed in the same rounds on the same batches as the eager
+    step, its first step (the compilation) timed apart. torch.compile is recorded and made an identity here, so
+    the test needs no compiler and pins that the compiled side wraps the training module."""
+    wrapped = []
+
+    def fake_compile(module, *a, **k):
+        wrapped.append(type(module).__name__)
+        return module
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    assert bench.main(["--preset", "smoke", "--corpus", "synthetic", "--steps", "2", "--rounds", "2", "--threads",
+                       "1", "--precision", "fp32", "--set", "model.compile=true"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    fp32 = out["by_precision"]["fp32"]
+    assert fp32["compiled_tokens_per_s"] > 0 and fp32["compiled_first_step_s"] >= 0
+    assert fp32["compiled_vs_eager"] == pytest.approx(fp32["compiled_tokens_per_s"] / fp32["ours_tokens_per_s"],
+                                                      rel=1e-2)
+    assert wrapped[0] == "PretrainModel"  # the bench's compiled side (the end-to-end loop compiles its own after)
