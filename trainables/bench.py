@@ -152,13 +152,14 @@ def build_sides(cfg, data, batches, dev, precision: str) -> Sides:
     initial weights at every precision."""
     sp, V = data.sp, data.sp.vocab_size
     ctx = lambda: autocast(dev, precision)  # noqa: E731
-    ours = pretrain_model(cfg, build_model(cfg.model, V, sp.pad, 0)).to(dev)
-    ours_opt, ours_sched = build_optimizer(ours, cfg)
-    meter: dict = {}
 
-    def ours_step(b, i):
-        train_step(ours, ours_opt, ours_sched, cfg, b, meter, dev, ctx)
+    def our_step(wrap: Callable) -> Callable:
+        """``pretrain.train_step`` on a fresh model (the same initial weights), run through ``wrap(model)``."""
+        model = pretrain_model(cfg, build_model(cfg.model, V, sp.pad, 0)).to(dev)
+        module, (opt, sched), meter = wrap(model), build_optimizer(model, cfg), {}
+        return lambda b, i: train_step(module, opt, sched, cfg, b, meter, dev, ctx)
 
+    ours_step = our_step(lambda model: model)
     ref, ref_fn = reference_step(cfg, dev, V, sp.pad, precision)
     pin = dev.type == "cuda"
     dense = [tuple(t.pin_memory() if pin else t for t in _dense(m.batch, cfg.data.seq_len, sp.pad)) for m in batches]
@@ -166,14 +167,8 @@ def build_sides(cfg, data, batches, dev, precision: str) -> Sides:
     def ref_step(b, i):
         ref_fn(dense[i])
 
-    compiled_step = None
-    if cfg.model.compile:  # the training loop's compiled forward; ``ours`` stays eager on the same batches
-        model = pretrain_model(cfg, build_model(cfg.model, V, sp.pad, 0)).to(dev)
-        module, (c_opt, c_sched), c_meter = _training_module(model, cfg, 1), build_optimizer(model, cfg), {}
-
-        def compiled_step(b, i):
-            train_step(module, c_opt, c_sched, cfg, b, c_meter, dev, ctx)
-
+    # with model.compile, the training loop's compiled forward; ``ours`` stays eager on the same batches
+    compiled_step = our_step(lambda model: _training_module(model, cfg, 1)) if cfg.model.compile else None
     return Sides(resolve_precision(dev, precision), ours_step, ref_step, compiled_step)
 
 
