@@ -135,9 +135,9 @@ def _finetune_steps(cfg, tasks: list[str]) -> tuple[float, float]:
     ft, steps, batches = cfg.finetune, 0.0, 0.0
     for t in tasks:
         n = _task_train_size(t, cfg)
-        steps += ft.epochs * math.ceil(n / ft.batch_size) * len(ft.rates)
+        steps += ft.epochs * math.ceil(n / ft.batch_size) * ft.most_rates
         passes = 2 + (max(math.ceil(ft.epochs) - 1, 0) if cfg.run.tensorboard else 0)
-        batches += passes * math.ceil((ft.max_eval_examples or n // 8) / (2 * ft.batch_size)) * len(ft.rates)
+        batches += passes * math.ceil((ft.max_eval_examples or n // 8) / (2 * ft.batch_size)) * ft.most_rates
     return steps, batches
 
 
@@ -185,10 +185,10 @@ def _finetune_cost(cfg, tasks: list[str]) -> tuple[float, float]:
     for t in tasks:
         n = _task_train_size(t, cfg)
         L = min(ft.max_len, m.max_position)
-        train = ft.epochs * n * len(ft.rates)
+        train = ft.epochs * n * ft.most_rates
         # dev and test once; with TensorBoard, dev after every epoch (the last one's is reused)
         passes = 2 + (max(math.ceil(ft.epochs) - 1, 0) if cfg.run.tensorboard else 0)
-        evals = passes * (ft.max_eval_examples or n // 8) * len(ft.rates)
+        evals = passes * (ft.max_eval_examples or n // 8) * ft.most_rates
         tokens += (train + evals) * L
         per_seq = encoder_forward(1, L, m.num_layers, m.hidden_size, m.intermediate_size)
         flops += (3 * train + evals) * per_seq
@@ -286,9 +286,14 @@ def _phase(name: str, runs: list[tuple[object, float]], finetunes: list[tuple[ob
     return PhasePlan(name, trials, tokens, flops, (seconds + overhead) / together, at_once, notes)
 
 
+def _rates_note(ft) -> str:
+    n = len(ft.rates)
+    return f"{n} rate(s)" + (f" (+ up to {ft.extend_edges} past an edge, priced as tried)" if ft.extend_edges else "")
+
+
 def finetune_loads(cfg, tasks: list[str]) -> int:
-    """Models one fine-tuning trial builds from its checkpoint: one per (task, rate)."""
-    return len(tasks) * len(cfg.finetune.rates)
+    """Models one fine-tuning trial builds from its checkpoint, at most: one per (task, rate)."""
+    return len(tasks) * cfg.finetune.most_rates
 
 
 def plan_assumptions(args, cfg, accelerator: bool, cal: Calibration = Calibration()) -> list[str]:
@@ -353,7 +358,7 @@ def plan_sweep(measured: list[tuple[str, object, int]], searched: tuple[int, obj
 
         # the trials as sweeps.phases builds them (read_specs), from the runs the measure phase will complete
         of_mode = mode_tasks(args, tasks)
-        notes = "; ".join(f"{len(ts)} tasks x {len(cfg.finetune.rates)} rate(s) per trial" if mode == "finetune"
+        notes = "; ".join(f"{len(ts)} tasks x {_rates_note(cfg.finetune)} per trial" if mode == "finetune"
                           else f"{len(ts)} probed per trial" for mode, ts in of_mode.items())
         reads = read_specs([{"cfg": vcfg} for vcfg, _ in runs], of_mode, args.finetune_seeds)
         plan.phases.append(_phase("finetune", [], [(r["cfg"], 1, r["tasks"], r["mode"]) for r in reads], rate,

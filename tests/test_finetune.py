@@ -18,7 +18,7 @@ from test_tasks import FIXTURES, write_user_files
 
 EVAL_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "metric", "value", "is_primary", "n_examples", "wall_time_s",
                 "source_task", "positive_label", "lr", "dev_value", "selected", "head", "epoch", "dev_majority_share",
-                "probe_c", "probe_iters"]
+                "probe_c", "probe_iters", "selects"]
 PRED_COLUMNS = ["run_id", "task", "finetune_seed", "mode", "example_id", "prediction", "gold", "lr"]
 
 
@@ -119,7 +119,7 @@ def test_every_head_fine_tunes_and_records_recompute(tiny_checkpoint, cfg):
     result = run_finetuning(tiny_checkpoint, [], [0, 1], cfg, run_id="r1", datasets=tasks, report=reports.append)
     ev, pr = _check_tables(result)
     assert set(ev.task) == {"mrpc", "mnli_m", "mnli_mm", "conll2003_ner", "squad"}
-    assert set(ev[ev.task == "mrpc"].metric) == {"f1", "accuracy"} and set(ev.finetune_seed) == {0, 1}
+    assert set(ev[ev.task == "mrpc"].metric) == {"f1", "accuracy", "macro_f1"} and set(ev.finetune_seed) == {0, 1}
     assert (ev.run_id == "r1").all() and (ev["mode"] == "finetune").all()
     assert len(reports) == 8 and reports[-1]["done"] == reports[-1]["total"] == 8
     assert "dev/mrpc/f1" in reports[0] and "mnli_mm/accuracy" in reports[2]

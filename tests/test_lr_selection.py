@@ -62,9 +62,9 @@ def _fake_fit(scores):
         test, dev = scores[lr]
         part = api.FinetuneResult()
         part.extend(api._records(run_id, data.spec, seed, "finetune", data.spec.name, [{"id": "a"}], ["x"], ["x"],
-                                 0.0, lr, {"accuracy": dev}, epoch=2.0))
+                                 0.0, lr, {"accuracy": dev, "macro_f1": dev}, epoch=2.0))
         part.evals[:] = [e._replace(value=test) if e.metric == "accuracy" else e for e in part.evals]
-        return part, {"accuracy": dev}
+        return part, {"accuracy": dev, "macro_f1": dev}
     return fit
 
 
@@ -121,6 +121,106 @@ def test_a_seed_s_choice_and_the_export_s_break_a_tie_alike_whatever_the_grid_s_
         return api.FinetuneResult(rows, []), {"accuracy": dev[lr]}
 
     monkeypatch.setattr(api, "_finetune_at", at)
-    fit = api.finetune_one(None, SimpleNamespace(spec=SimpleNamespace(metric="accuracy")), 0, cfg, None, "r")
+    spec = SimpleNamespace(metric="accuracy", selection_metric="accuracy")
+    fit = api.finetune_one(None, SimpleNamespace(spec=spec), 0, cfg, None, "r")
     exported = chosen_rates(pd.DataFrame([e._asdict() for e in fit.result.evals]))
     assert fit.lr == 1e-3 and exported["lr"].tolist() == [1e-3]
+
+
+def _grid_fit(dev_of, metrics=("accuracy", "macro_f1")):
+    """``api._finetune_at`` stand-in: each rate's dev metrics from ``dev_of(lr)`` ({metric: value}); the records
+    carry them (and which metric selects) as the real one's do; the rates asked for are kept in ``fit.asked``."""
+    from trainables.finetune import api
+
+    def fit(ck, data, seed, cfg, device, run_id, lr, writer=None):
+        fit.asked.append(lr)
+        dev = dev_of(lr)
+        rows = [api.EvalRecord(run_id, "t", seed, "finetune", m, 0.5, m == "accuracy", 10, 0.0, "t", "", lr, dev[m],
+                               selects=m == data.spec.selection_metric) for m in metrics]
+        return api.FinetuneResult(rows, []), dev
+    fit.asked = []
+    return fit
+
+
+def _label_task():
+    from types import SimpleNamespace
+
+    from trainables.tasks import TaskSpec
+    return SimpleNamespace(spec=TaskSpec(name="t", type="single", metrics=("accuracy", "macro_f1"), source="builtin"))
+
+
+def test_the_rate_is_chosen_on_a_metric_a_constant_prediction_cannot_win(monkeypatch):
+    """A fine-tuning that gives every dev example the majority label (share 0.56) out-scores, on accuracy, one that
+    learned the task weakly (0.54 accuracy, both labels); on macro-F1 (0.36 against 0.54) it cannot. The rate is
+    chosen on macro-F1, by the seed (finetune_one) and by the export (chosen_rates) alike; the records say so."""
+    from trainables.finetune import api
+    from trainables.finetune.selection import chosen_rates
+
+    one_label = {"accuracy": 0.56, "macro_f1": 0.56 / 1.56}
+    learned = {"accuracy": 0.54, "macro_f1": 0.54}
+    fake = _grid_fit(lambda lr: one_label if lr == 3e-3 else learned if lr == 1e-3 else {"accuracy": .5, "macro_f1": .3})
+    monkeypatch.setattr(api, "_finetune_at", fake)
+    cfg = build_config("smoke", overrides=["finetune.lr_grid=3e-4,1e-3,3e-3"])
+    data = _label_task()
+    assert data.spec.selection_metric == "macro_f1"
+    fit = api.finetune_one(None, data, 0, cfg, None, "r")
+    evals = pd.DataFrame([e._asdict() for e in fit.result.evals])
+    assert fit.lr == 1e-3 and chosen_rates(evals)["lr"].tolist() == [1e-3]
+    assert set(evals[evals.selects].metric) == {"macro_f1"}
+    # an export written before ``selects`` was recorded is chosen on the headline metric, as it was then
+    assert chosen_rates(evals.drop(columns="selects"))["lr"].tolist() == [3e-3]
+
+
+def test_every_label_task_is_chosen_on_macro_f1_and_scores_it():
+    """Label tasks select on macro-F1, recorded even where the task's own metrics leave it out (MRPC reports F1 of
+    its majority class, which predicting that class wins); tagging and QA keep their headline."""
+    from trainables.finetune.inputs import score
+    from trainables.tasks import HUB_TASKS, builtin_specs
+
+    specs = {**builtin_specs(), **HUB_TASKS}
+    assert {n: s.selection_metric for n, s in specs.items() if s.type in ("single", "pair")} == \
+        {n: "macro_f1" for n, s in specs.items() if s.type in ("single", "pair")}
+    assert specs["pos"].selection_metric == "token_accuracy" and specs["squad"].selection_metric == "squad_f1"
+    mrpc = specs["mrpc"]
+    golds = ["equivalent"] * 7 + ["not_equivalent"] * 3
+    scored = score(mrpc, ["equivalent"] * 10, golds)
+    assert scored["f1"] > 0.8 and scored["macro_f1"] < 0.5 and list(scored)[:2] == list(mrpc.metrics)
+
+
+def test_the_grid_extends_past_an_edge_while_the_best_rate_sits_on_it(monkeypatch):
+    """With extend_edges=2 and dev rising with the rate up to 0.01, the grid 3e-4..3e-3 goes on to 9e-3 (best) and
+    2.7e-2 (worse), then stops; at the low edge the same downward; a best rate inside the grid adds nothing."""
+    from trainables.finetune import api
+
+    cfg = build_config("smoke", overrides=["finetune.lr_grid=3e-4,1e-3,3e-3", "finetune.extend_edges=2"])
+    for peak, added, best in ((1e-2, [9e-3, 2.7e-2], 9e-3), (1e-4, [9e-5, 2.7e-5], 9e-5), (1e-3, [], 1e-3)):
+        fake = _grid_fit(lambda lr: {m: 1 - abs(np.log(lr / peak)) / 10 for m in ("accuracy", "macro_f1")})
+        monkeypatch.setattr(api, "_finetune_at", fake)
+        fit = api.finetune_one(None, _label_task(), 0, cfg, None, "r")
+        assert fake.asked == [3e-4, 1e-3, 3e-3] + added and fit.lr == best, (peak, fake.asked)
+    # at most extend_edges per side, even when the dev score keeps rising
+    fake = _grid_fit(lambda lr: {m: lr for m in ("accuracy", "macro_f1")})
+    monkeypatch.setattr(api, "_finetune_at", fake)
+    cfg1 = build_config("smoke", overrides=["finetune.lr_grid=3e-4,1e-3,3e-3", "finetune.extend_edges=1"])
+    assert api.finetune_one(None, _label_task(), 0, cfg1, None, "r").lr == 9e-3 and len(fake.asked) == 4
+
+
+def test_a_rate_only_some_fine_tuning_seeds_tried_does_not_compete():
+    """Seed 0 extended the grid to 9e-3 and scored 0.9 there; seed 1 never tried it. Its mean would be one seed's
+    value against two-seed means: the export compares only the rates both seeds tried."""
+    from trainables.finetune.selection import chosen_rates
+
+    rows = [("r", "t", s, lr, dev, 0.5, "t") for s, lr, dev in
+            ((0, 1e-3, 0.6), (0, 3e-3, 0.7), (0, 9e-3, 0.9), (1, 1e-3, 0.6), (1, 3e-3, 0.5))]
+    assert chosen_rates(_evals(rows))["lr"].tolist() == [1e-3]  # 0.6 against 0.6 at 3e-3: the lower rate
+
+
+def test_extend_edges_is_refused_without_a_grid_to_step_from():
+    import pytest
+
+    from trainables.config import ConfigError
+
+    with pytest.raises(ConfigError, match="finetune.extend_edges=1 needs a finetune.lr_grid of at least two rates"):
+        build_config("smoke", overrides=["finetune.extend_edges=1"])
+    with pytest.raises(ConfigError, match="finetune.extend_edges=-1 must be >= 0"):
+        build_config("smoke", overrides=["finetune.lr_grid=1e-4,1e-3", "finetune.extend_edges=-1"])

@@ -293,6 +293,11 @@ class FinetuneConfig:
     epochs: float = 2.0  # the most epochs; with keep_best, fewer when dev stops improving
     lr: float = 2e-4
     lr_grid: str = ""  # comma-separated rates tried per (run, task): the one best on dev is reported; "" = lr only
+    # With a grid: while a seed's rate best on dev is the highest (lowest) rate tried, try one more beyond it, the grid's
+    # step at that edge further out, at most this many per side. A best rate at the grid's edge says the grid may hold
+    # that encoder back (a random encoder and a pretrained one sit at opposite ends); extending on dev alone keeps one
+    # rule for every variant. The export compares only rates every fine-tuning seed tried (finetune.selection).
+    extend_edges: int = 0
     # Score dev after every epoch and keep the state best on dev (ties: the earlier), so that a variant that needs
     # more (or fewer) steps than another is not read at a point of the schedule that suits the other: one rule for
     # every variant, none included (early stopping on dev, as Devlin et al. 2019 select on dev).
@@ -354,6 +359,12 @@ class FinetuneConfig:
         (finetune.selection.chosen_rates); a grid written in another order broke them differently."""
         return tuple(sorted(float(x) for x in self.lr_grid.split(",") if x.strip())) or (self.lr,)
 
+    @property
+    def most_rates(self) -> int:
+        """The most rates one (task, seed) is fine-tuned at: the grid, and ``extend_edges`` more where its best
+        rate keeps to one edge (the other edge, never best, is not extended). What the plan prices."""
+        return len(self.rates) + self.extend_edges
+
     def __post_init__(self):
         require(self.epochs > 0, f"finetune.epochs={self.epochs} must be > 0")
         require(self.patience >= 0, f"finetune.patience={self.patience} must be >= 0 (0 = no early stop)")
@@ -363,6 +374,10 @@ class FinetuneConfig:
         except ValueError:
             grid = [-1.0]
         require(all(x > 0 for x in grid), f"finetune.lr_grid={self.lr_grid!r} must be comma-separated rates > 0")
+        require(self.extend_edges >= 0, f"finetune.extend_edges={self.extend_edges} must be >= 0 (0 = the grid only)")
+        require(not self.extend_edges or len(set(grid)) >= 2,
+                f"finetune.extend_edges={self.extend_edges} needs a finetune.lr_grid of at least two rates, "
+                f"got {self.lr_grid!r}: the step beyond an edge is the grid's own")
         require(self.batch_size >= 1, f"finetune.batch_size={self.batch_size} must be >= 1")
         extra = self._probe_budgets()
         require(all(n >= 2 for n in extra) and len(set(extra)) == len(extra)

@@ -90,7 +90,9 @@ def _preset_cpu_long() -> ExperimentConfig:
     return base.replace(
         preset="cpu-long",
         optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=8000),
-        finetune=FinetuneConfig(**{**base.finetune.__dict__, "max_train_examples": 1000}),
+        # the rate grid grows one step past an edge a run's best rate sits on: a random encoder and a trained one can
+        # prefer rates outside it (the report names the edges each chose)
+        finetune=FinetuneConfig(**{**base.finetune.__dict__, "max_train_examples": 1000, "extend_edges": 1}),
         # the encoder kept at 1/16, 1/8, 1/4 and 1/2 of the run (~1.9 to 15 M tokens) and probed: MLM's effect as a
         # curve over tokens (analysis/curves.py); keeping them changes nothing the run trains
         run=replace(base.run, snapshots=SNAPSHOTS),

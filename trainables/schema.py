@@ -124,8 +124,8 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("lr", pa.float64(), "fine-tuning learning rate of this row (NaN for the probe)", False),
     Column("dev_value", pa.float64(), "the same metric on the dev split (the probe's: its classifier scored on dev): "
            "what the learning rate is chosen on and whether a task was learned is decided on", False),
-    Column("selected", pa.bool_(), "this row's rate is the one chosen on dev for its (run, task): mean dev "
-           "headline metric over fine-tuning seeds; estimates use only selected rows", False),
+    Column("selected", pa.bool_(), "this row's rate is the one chosen on dev for its (run, task): mean dev value "
+           "of the selecting metric (selects) over fine-tuning seeds; estimates use only selected rows", False),
     Column("head", pa.string(), "sequence classification head (finetune.head): pooler (BERT's, the checkpoint's "
            "pooler weights; NSP trains them, so full - mlm_pairs includes a trained pooler) | cls (a fresh dense+tanh "
            "on [CLS], the pooler weights unused); '' for heads on token states (tagging, qa) and the probe", False),
@@ -139,6 +139,9 @@ EVAL_COLUMNS: tuple[Column, ...] = (
            "from finetune.probe_c_grid (NaN for fine-tuning)", False),
     Column("probe_iters", pa.float64(), "the iterations the probe's solver took at the chosen C; it stopped "
            "unconverged when this equals finetune.probe_max_iter (NaN for fine-tuning)", False),
+    Column("selects", pa.bool_(), "this metric's dev value chose the rate, the epoch and the probe's C "
+           "(TaskSpec.selection_metric: macro-F1 for label tasks, which a constant prediction cannot win; else the "
+           "headline metric); false in exports written before it was recorded, where the headline chose", False),
 )
 PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
@@ -174,6 +177,7 @@ class EvalRecord(NamedTuple):
     dev_majority_share: float = float("nan")
     probe_c: float = float("nan")
     probe_iters: float = float("nan")
+    selects: bool = False
 
 
 class PredictionRecord(NamedTuple):

@@ -58,7 +58,7 @@ class FinetuneResult:
 
     def selected_evals(self) -> list[EvalRecord]:
         """The records of the rate chosen on dev per (run, task, mode), as the export marks them
-        (``selection.select_on_dev``: mean dev headline metric over the fine-tuning seeds)."""
+        (``selection.select_on_dev``: mean dev value of the selecting metric over the fine-tuning seeds)."""
         if not self.evals:
             return []
         evals, _ = self.to_tables(select=True)
@@ -80,7 +80,7 @@ def _records(run_id: str, spec: TaskSpec, seed: int, mode: str, task_name: str, 
     values = score(spec, preds, golds)
     evals = [EvalRecord(run_id, task_name, seed, mode, m, float(v), m == spec.metric, len(rows), wall,
                         spec.name, spec.positive or "", lr, float((dev or {}).get(m, float("nan"))), True, head,
-                        epoch)
+                        epoch, selects=m == spec.selection_metric)
              for m, v in values.items()]
     predictions = [PredictionRecord(run_id, task_name, seed, mode, r["id"], p, g, lr)
                    for r, p, g in zip(rows, preds, golds)]
@@ -98,15 +98,56 @@ class Fit(NamedTuple):
 
 def finetune_one(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfig, device: torch.device,
                  run_id: str, writer=None) -> Fit:
-    """Fine-tune one head with one seed at each rate of ``finetune.rates``: test records (with the dev
-    metric beside them, which selects the rate) for each reported split; the best rate and its dev metrics."""
-    result, best, best_lr = FinetuneResult(), {}, float("nan")
-    for lr in cfg.finetune.rates:
+    """Fine-tune one head with one seed at each rate of ``finetune.rates``, then beyond the grid's edge while the
+    best rate sits on it (``finetune.extend_edges``): test records (with the dev metric beside them, which selects
+    the rate) for each reported split; the best rate and its dev metrics."""
+    result, tried, metric = FinetuneResult(), {}, data.spec.selection_metric
+
+    def fit(lr: float) -> None:
         part, dev = _finetune_at(ck, data, seed, cfg, device, run_id, lr, writer)
         result.extend(part)
-        if not best or _better(dev[data.spec.metric], best[data.spec.metric]):
-            best, best_lr = dev, lr
-    return Fit(result, best_lr, best)
+        tried[lr] = dev
+
+    for lr in cfg.finetune.rates:
+        fit(lr)
+    for lr in edge_rates(cfg.finetune, lambda: best_rate(tried, metric)):
+        fit(lr)
+    best = best_rate(tried, metric)
+    return Fit(result, best, tried[best])
+
+
+def best_rate(tried: dict[float, dict[str, float]], metric: str) -> float:
+    """The rate whose dev ``metric`` is best; ties (and NaN, which never wins) go to the lower rate, as
+    ``selection.chosen_rates`` breaks them."""
+    best = None
+    for lr in sorted(tried):
+        if best is None or _better(tried[lr][metric], tried[best][metric]):
+            best = lr
+    return best
+
+
+def edge_rates(ft, best: Callable[[], float]):
+    """The rates beyond the grid to try, one at a time: while ``best()`` (re-read after each) is the highest rate
+    tried, the next one a grid step above it; while it is the lowest, a step below; at most
+    ``ft.extend_edges`` per side. The step at an edge is the ratio of the grid's two outermost rates there (to three
+    significant figures, so every seed and run writes the same rate)."""
+    grid = ft.rates
+    if not ft.extend_edges or len(grid) < 2:
+        return
+    low, high = list(grid[:2]), list(grid[-2:])
+    up = down = 0
+    while True:
+        lr = best()
+        if lr == high[-1] and up < ft.extend_edges:
+            high.append(float(f"{high[-1] * high[-1] / high[-2]:.3g}"))
+            up += 1
+            yield high[-1]
+        elif lr == low[0] and down < ft.extend_edges:
+            low.insert(0, float(f"{low[0] * low[0] / low[1]:.3g}"))
+            down += 1
+            yield low[0]
+        else:
+            return
 
 
 def _better(value: float, than: float) -> bool:
@@ -189,7 +230,7 @@ def _finetune_at(ck: Checkpoint, data: TaskData, seed: int, cfg: ExperimentConfi
         return rows, *get_task_type(spec.type).decode(spec, rows, enc, logits, ft)
 
     logger = TrainLog(writer, f"{spec.name}/lr{lr:g}") if writer else None
-    keeper = BestOnDev(model, spec.metric, ft.patience) if ft.keep_best else None
+    keeper = BestOnDev(model, spec.selection_metric, ft.patience) if ft.keep_best else None
     latest: dict = {}  # the dev evaluation after the last epoch, of the final model: not repeated
 
     def on_epoch(epoch: float) -> bool:

@@ -16,6 +16,7 @@ def encode_split(data: TaskData, rows: list[dict], tok, ft: FinetuneConfig, max_
 
 
 def score(spec: TaskSpec, preds: list[str], golds: list[str]) -> dict[str, float]:
-    """Every metric of the task (the first is primary)."""
+    """Every metric of the task (the first is primary), and the one the rate, epoch and C are chosen on
+    (``TaskSpec.selection_metric``) where the task's own metrics do not include it."""
     return {m: compute_metric(m, preds, golds, **({"positive": spec.positive} if m == "f1" and spec.positive else {}))
-            for m in spec.metrics}
+            for m in spec.scored_metrics}

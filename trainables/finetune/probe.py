@@ -148,7 +148,7 @@ def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg:
         x_train, y_train = task_type.probe.xy([train_rows[i] for i in keep], [train_feats[layer][i] for i in keep])
 
         def dev_score(clf, layer=layer) -> float:
-            return score(spec, *task_type.probe.predict(clf, dev_rows, dev_feats[layer], spec))[spec.metric]
+            return score(spec, *task_type.probe.predict(clf, dev_rows, dev_feats[layer], spec))[spec.selection_metric]
 
         if len(set(y_train)) < 2:
             raise TaskError(f"task {spec.name!r}: the probe's train subset of {len(keep)} examples has a single class "

@@ -47,6 +47,21 @@ class TaskSpec:
     def metric(self) -> str:
         return self.metrics[0]
 
+    @property
+    def selection_metric(self) -> str:
+        """What the rate, the epoch and the probe's C are chosen on, on dev. For a task type with one label per
+        example (its metrics include macro-F1): macro-F1, which a constant prediction cannot win (one label of K
+        scores at most 1/K; a two-way task's majority label at share p scores p / (1 + p) < 0.5), where accuracy,
+        or F1 of a majority positive class, rewards the majority label when a task is learned only a few points
+        above it. Otherwise the headline metric: tagging's and QA's already score a constant prediction low.
+        The estimates keep reporting the headline metric."""
+        return "macro_f1" if "macro_f1" in get_task_type(self.type).metrics else self.metric
+
+    @property
+    def scored_metrics(self) -> tuple[str, ...]:
+        """Every metric recorded for the task: its own, then the selection metric if it is not among them."""
+        return self.metrics + tuple(m for m in (self.selection_metric,) if m not in self.metrics)
+
     def reported_names(self) -> dict[str, str]:
         """Test split -> the task name written in the records."""
         return {split: (name or self.name) for split, name in self.report_as.items()}
