@@ -111,6 +111,10 @@ class Contributions:
     # (run, task): above 1, the rate (and epoch) were already chosen on dev, the fair protocol
     one_label_tasks: tuple[str, ...] = ()
     rates_tried: int = 1
+    # per fine-tuned task: the one-label fine-tunings left out, and how far its worst variant's mean dev score lies
+    # above the chance baseline (a rule may hold one-label runs only where every variant learns the task)
+    one_label_counts: dict[str, int] = field(default_factory=dict)
+    dev_floor: dict[str, float] = field(default_factory=dict)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -225,6 +229,7 @@ class _Task:
     span: tuple[float, float]
     baseline: float = NAN
     learned: bool = True
+    dev_floor: float = NAN  # the lowest variant's mean dev score (over pretraining seeds) minus the chance baseline
 
 
 def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_boot, level, metrics=None,
@@ -248,6 +253,8 @@ def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_bo
                 on_test.append(t.label)
             else:
                 t.learned = learned_on_dev(dev, t.baseline)
+                means = [float(np.nanmean(v)) for v in dev.values() if np.isfinite(v).any()]
+                t.dev_floor = min(means) - t.baseline if len(means) == len(variants) else NAN
                 few += [t.label] if max(len(v) for v in dev.values()) < 3 else []
         out.append(t)
     if on_test:
@@ -394,7 +401,9 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                          unlearned, len(left_out), _intrinsic(done, _trained(specs, export.objectives, "mlm"), "mlm_acc"),
                          _intrinsic(done, _trained(specs, export.objectives, "nsp"), "pair_acc_nsp"), _preset(done),
                          itt, context, tuple(sorted(set(left_out["task"]))) if len(left_out) else (),
-                         _rates_tried(evals))
+                         _rates_tried(evals),
+                         {str(k): int(n) for k, n in left_out.groupby("task").size().items()} if len(left_out) else {},
+                         {t.label: t.dev_floor for t in tasks if t.mode == "finetune" and np.isfinite(t.dev_floor)})
 
 
 def _rates_tried(evals: pd.DataFrame) -> int:

@@ -306,10 +306,36 @@ def clause_every_run(rule: Rule, c: dict, f: Facts) -> Verdict:
 
 
 def clause_one_label(rule: Rule, c: dict, f: Facts) -> Verdict:
+    """At most ``at_most`` fine-tunings predict one label (decided on dev). With ``where_every_variant_learns_by``
+    (a margin), only on the tasks whose every variant's mean dev score, over pretraining seeds, lies at least that
+    far above the task's chance baseline: where some variant learns a task barely or not at all, a one-label
+    fine-tuning is what not learning looks like, not a failure of the protocol (the report's intention-to-treat
+    estimate counts it). The others' one-label runs are named, not judged."""
     most = int(c.get("at_most", 0))
-    n = int(f.contributions.did_not_learn)
-    return Verdict(f"at most {most} fine-tunings predict one label", PASS if n <= most else FAIL,
-                   f"{n} predicted one label")
+    margin = c.get("where_every_variant_learns_by")
+    counts = dict(getattr(f.contributions, "one_label_counts", {}) or {})
+    if margin is None:
+        n = int(f.contributions.did_not_learn)
+        return Verdict(f"at most {most} fine-tunings predict one label", PASS if n <= most else FAIL,
+                       f"{n} predicted one label")
+    margin = float(margin)
+    text = f"at most {most} fine-tunings predict one label on the tasks every variant learns on dev by >= {margin:g}"
+    floors = dict(getattr(f.contributions, "dev_floor", {}) or {})
+    if rule.tasks:
+        floors = {t: v for t, v in floors.items() if t in rule.tasks}
+    if not floors:
+        return Verdict(text, UNMEASURED, "no fine-tuned task with every variant's dev scores in the export")
+    held = sorted(t for t, v in floors.items() if v >= margin)
+    if not held:  # nothing held to the clause: it has not been shown, whatever the counts
+        return Verdict(text, UNMEASURED, "no task that every variant learns on dev by the margin: " + ", ".join(
+            f"{t} (worst variant {v:+.3f} over chance, {counts.get(t, 0)} one-label)" for t, v in sorted(floors.items())))
+    n = sum(counts.get(t, 0) for t in held)
+    rest = {t: counts.get(t, 0) for t in sorted(floors) if t not in held}
+    seen = (f"{n} predicted one label on {', '.join(held) or 'no task'}"
+            + ("; not held (some variant within the margin): " + ", ".join(
+                f"{t} (worst variant {floors[t]:+.3f} over chance, {k} one-label)" for t, k in rest.items())
+               if rest else ""))
+    return Verdict(text, PASS if n <= most else FAIL, seen)
 
 
 def clause_called(rule: Rule, c: dict, f: Facts) -> Verdict:
@@ -385,7 +411,7 @@ CLAUSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable[[Rule, dict,
     "design": ((), (), clause_design),
     "wall_time": ((), (), clause_wall),
     "every_run": (("objective", "column", "at_least"), (), clause_every_run),
-    "one_label": ((), ("at_most",), clause_one_label),
+    "one_label": ((), ("at_most", "where_every_variant_learns_by"), clause_one_label),
     "called": (("contrast", "tasks_at_least"), ("sign", "reading"), clause_called),
     "estimate": (("contrast", "row"), ("at_least", "lower_above"), clause_estimate),
     "beyond_embeddings": (("contrast",), ("tasks_at_least",), clause_beyond_embeddings),

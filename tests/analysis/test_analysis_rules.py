@@ -335,3 +335,36 @@ def test_the_main_job_judges_itself_by_its_presets_rule_unless_the_design_is_cha
     own = args("--rule", "docs/rules/cpu-long.toml")
     assert own.rule == "docs/rules/cpu-long.toml" and not getattr(own, "rule_is_presets", False)
     assert args("--preset", "cpu-long").rule is None  # cpu-long has no rule of its own: --rule names one
+
+
+def test_the_one_label_clause_can_hold_only_the_tasks_every_variant_learns_by_its_margin(tmp_path):
+    """none predicts one label in all 6 of its fine-tunings of each task. On sst its mean dev score is 0.06 over
+    chance (0.5), on topic 0.2, so a margin of 0.1 holds topic only (6: FAIL), 0.05 both (12: FAIL), 0.3 neither
+    (nothing held: NOT MEASURED, never a pass), and without a margin every fine-tuning counts (12: FAIL); an export
+    with no one-label run passes at any margin that holds a task."""
+    import numpy as np
+
+    from analysis.contributions import estimate_contributions
+    from analysis.export import load_export
+    from analysis.rules import Facts, Rule, clause_one_label
+
+    dev = {"sst": {"mlm_only": 0.8, "none": 0.56}, "topic": {"mlm_only": 0.8, "none": 0.7}}
+    stuck = write_export(tmp_path / "stuck", {"mlm_only": 0.8, "none": 0.6}, dev_means=dev, majority=("none",))
+    fine = write_export(tmp_path / "fine", {"mlm_only": 0.8, "none": 0.6}, dev_means=dev)
+    facts = {name: Facts(estimate_contributions(load_export(root), np.random.default_rng(0), n_boot=100), None)
+             for name, root in (("stuck", stuck), ("fine", fine))}
+    assert facts["stuck"].contributions.one_label_counts == {"sst": 6, "topic": 6}
+    assert facts["stuck"].contributions.dev_floor == pytest.approx({"sst": 0.06, "topic": 0.2})
+    rule = Rule("r.toml", "r", tasks=("sst", "topic"))
+
+    def judged(name, **clause):
+        return clause_one_label(rule, {"kind": "one_label", "at_most": 0, **clause}, facts[name])
+
+    topic_only = judged("stuck", where_every_variant_learns_by=0.1)
+    assert topic_only.status == FAIL and topic_only.observed.startswith("6 predicted one label on topic; not held")
+    assert "sst (worst variant +0.060 over chance, 6 one-label)" in topic_only.observed
+    assert judged("stuck", where_every_variant_learns_by=0.05).observed.startswith("12 predicted one label on sst, topic")
+    assert judged("stuck", where_every_variant_learns_by=0.3).status == UNMEASURED
+    assert judged("stuck").status == FAIL and judged("stuck").observed == "12 predicted one label"
+    assert judged("fine", where_every_variant_learns_by=0.1).status == PASS
+    assert judged("fine", where_every_variant_learns_by=0.3).status == UNMEASURED
