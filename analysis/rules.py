@@ -109,6 +109,7 @@ KEYS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "at_most": ("a count >= 0", lambda v: _is_int(v) and v >= 0),
     "sign": ("positive or negative", lambda v: v in ("positive", "negative")),
     "reading": ("finetune or probe", lambda v: v in ("finetune", "probe")),
+    "where_every_variant_learns_by": ("a margin >= 0 over the chance baseline", lambda v: _is_number(v) and v >= 0),
 }
 
 
