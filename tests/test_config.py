@@ -60,10 +60,11 @@ def test_bad_values_give_one_line_errors_naming_them(override, names):
     assert names in str(e.value) and "\n" not in str(e.value)
 
 
-def test_the_text_baselines_switch_is_a_bool_off_by_default():
+def test_the_text_baselines_switch_is_a_bool_off_by_default_and_on_in_the_cpu_presets():
     from trainables.config import FinetuneConfig, from_dict
 
     assert not FinetuneConfig().text_baselines and not build_config("smoke").finetune.text_baselines
+    assert all(build_config(p).finetune.text_baselines for p in ("cpu-small", "cpu-long"))
     d = build_config("smoke").to_dict()
     with pytest.raises(ConfigError, match="finetune.text_baselines='yes' must be true or false"):
         from_dict({**d, "finetune": {**d["finetune"], "text_baselines": "yes"}})
