@@ -13,7 +13,11 @@ Pure functions over an ``Export`` (``analysis.export``). Only runs with phase 'm
                 weighing the same (mnli_m and mnli_mm are halves of one; evals.source_task)
     Holm        two families, each over every task row of the learned rows, averages included: the
                 primary contrasts (analysis.contrasts.PRIMARY: MLM's effect over none, NSP's loss
-                effect), declared before any run, and every other cell (analysis.inference.family_calls)
+                effect), declared before any run, and every other cell (analysis.inference.family_calls);
+                the baseline readings' cells are families of their own (_family, context, over_baselines)
+    non-neural  a probe trial's TF-IDF or most-frequent-tag baseline (finetune.text_baselines) reads no
+                encoder, so it is no reading with contrasts: its score sits beside the chance baseline
+                (text_baselines) and each variant's probe is read against it (over_baselines)
     power       per contrast: the minimal detectable effect at that family's first Holm step
                 (alpha/m), the prospective MDE with more seeds, the seeds that would resolve it
                 (with the range the seed variance's 2 df allow)
@@ -42,7 +46,7 @@ from analysis.flags import Flag, collapse_flags, contrast_notes, did_not_learn, 
 from analysis.inference import Power, contrast_power, family_calls, holm, tost_p
 from analysis.stats import example_stats
 from analysis.variants import NONE, VariantSpec, variant_specs
-from trainables.config import EMBEDDING_PROBE
+from trainables.config import EMBEDDING_PROBE, TEXT_BASELINES
 from trainables.metrics import METRIC_RANGES
 
 NAN = float("nan")
@@ -56,7 +60,8 @@ class ContrastEstimate:
     notes: tuple[str, ...] = ()  # flags of the variants it involves
     p_adjusted: float = NAN  # Holm within its family (holm_family) over every task row
     power: Power | None = None
-    holm_family: str = "secondary"  # primary (analysis.contrasts.PRIMARY) | secondary | baseline | context
+    # primary (analysis.contrasts.PRIMARY) | secondary | baseline | context | text_baseline
+    holm_family: str = "secondary"
     # TOST within +-analysis.inference.EQUIVALENCE_MARGIN, Holm within the same family: below 0.05, a tie is shown
     p_equivalence: float = NAN
 
@@ -115,6 +120,12 @@ class Contributions:
     # above the chance baseline (a rule may hold one-label runs only where every variant learns the task)
     one_label_counts: dict[str, int] = field(default_factory=dict)
     dev_floor: dict[str, float] = field(default_factory=dict)
+    # per probe row (finetune.text_baselines): the task's non-neural baseline in plain words and its mean test score
+    # over the pretraining and fine-tuning seeds (the same for every variant of a seed: it reads no encoder)
+    text_baselines: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # per probed task and variant: the probe minus that baseline, fitted on the same labels of the same run, Holm
+    # within these cells (family text_baseline): what the encoder gives a probe beyond the words' surface
+    over_baselines: list[ContrastEstimate] = field(default_factory=list)
 
 
 def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float]) -> list[Interval]:
@@ -129,8 +140,10 @@ def _clip(intervals: list[Interval], n_variants: int, span: tuple[float, float])
 
 
 def primary_metrics(evals: pd.DataFrame) -> tuple[dict[tuple[str, str], str], list[str]]:
-    """(task, mode) -> headline metric, and a message where a task has several."""
-    prim = evals[evals["is_primary"]]
+    """(task, mode) -> headline metric, and a message where a task has several: the encoders' readings. A
+    non-neural baseline's rows (``TEXT_BASELINES``) are none: they read no encoder, so every variant of a seed
+    scores the same and its contrasts would be 0 by construction (``text_baseline_scores``, ``_over_baselines``)."""
+    prim = evals[evals["is_primary"] & ~evals["mode"].isin(tuple(TEXT_BASELINES))]
     out, messages = {}, []
     for (task, mode), grp in prim.groupby(["task", "mode"], sort=True):
         names = grp["metric"].value_counts()
@@ -394,6 +407,7 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
     itt = _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n_boot, level) \
         if len(left_out) else []
     context = _context(export, done, evals, variants, seeds, tasks, rng, n_boot, level)
+    over = _over_baselines(export, done, evals, variants, seeds, tasks, rng, n_boot, level)
     budget, epochs = _budget(done, evals, seeds, variants)
     return Contributions(variants, tuple(t.label for t in tasks), {t.label: t.metric for t in tasks}, seeds, means,
                          estimates, flags + worse_flags, messages, excluded, epochs, level,
@@ -403,7 +417,8 @@ def estimate_contributions(export: Export, rng: np.random.Generator, n_boot: int
                          itt, context, tuple(sorted(set(left_out["task"]))) if len(left_out) else (),
                          _rates_tried(evals),
                          {str(k): int(n) for k, n in left_out.groupby("task").size().items()} if len(left_out) else {},
-                         {t.label: t.dev_floor for t in tasks if t.mode == "finetune" and np.isfinite(t.dev_floor)})
+                         {t.label: t.dev_floor for t in tasks if t.mode == "finetune" and np.isfinite(t.dev_floor)},
+                         text_baseline_scores(evals, done, tasks), over)
 
 
 def _rates_tried(evals: pd.DataFrame) -> int:
@@ -432,6 +447,35 @@ def _intention_to_treat(export, done, evals, variants, seeds, rows, defs, rng, n
 EMB = "#embeddings"  # suffix of the pseudo-variants that carry a run's embeddings-probe predictions
 
 
+def _probe_minus(preds: pd.DataFrame, done, evals, variants, seeds, t: _Task, other: str, suffix: str, rng, n_boot,
+                 level) -> list[Interval]:
+    """Per variant: its probe's score on ``t``'s task minus mode ``other``'s on the same runs, fine-tuning seeds and
+    test examples, the two resampled together (``other``'s rows ride as pseudo-variants ``<variant><suffix>``)."""
+    raw = t.label.split(" (")[0]
+    runs = pd.concat([done, done.assign(run_id=done["run_id"] + suffix, variant=done["variant"] + suffix)])
+    pseudo = (*variants, *(v + suffix for v in variants))
+    rows = np.hstack([np.eye(len(variants)), -np.eye(len(variants))])
+    sel = preds[(preds["task"] == raw) & preds["mode"].isin(("probe", other))]
+    sel = sel.assign(run_id=np.where(sel["mode"] == other, sel["run_id"] + suffix, sel["run_id"]), mode="probe")
+    m = build_measurement(runs, evals, sel, raw, "probe", t.metric, pseudo, seeds)
+    return multibootstrap([m], rows, rng, n_boot, level)
+
+
+def _own_family(cells: list[tuple[str, ContrastDef, Interval]], family: str) -> list[ContrastEstimate]:
+    """``cells`` (task row, contrast, interval) Holm-adjusted within themselves as ``family``; a degenerate cell is
+    in no family (its p NaN)."""
+    live = [i for i, (_, _, iv) in enumerate(cells) if not degenerate(iv)]
+    adjusted, _, _ = family_calls([cells[i][2] for i in live])
+    p = dict(zip(live, adjusted))
+    return [ContrastEstimate(label, d, iv, () if i in p else (DEGENERATE,), float(p.get(i, NAN)), None, family)
+            for i, (label, d, iv) in enumerate(cells)]
+
+
+def _probed(tasks: list[_Task]) -> list[_Task]:
+    """The main probe's rows that were learned and have per-example predictions to pair another reading with."""
+    return [t for t in tasks if t.mode == "probe" and t.learned and t.source and t.measurement.metric != "value"]
+
+
 def _context(export: Export, done, evals, variants, seeds, tasks: list[_Task], rng, n_boot, level
              ) -> list[ContrastEstimate]:
     """Per task the main probe read that was learned and whose embedding layer was probed too, per variant: the
@@ -440,30 +484,71 @@ def _context(export: Export, done, evals, variants, seeds, tasks: list[_Task], r
     preds = export.predictions
     if not len(preds) or EMBEDDING_PROBE not in set(preds["mode"]):
         return []
-    both = [t for t in tasks if t.mode == "probe" and t.learned and t.source and t.measurement.metric != "value"]
     task_of = {t.label: t for t in tasks if t.mode == EMBEDDING_PROBE}
-    runs = pd.concat([done, done.assign(run_id=done["run_id"] + EMB, variant=done["variant"] + EMB)])
-    pseudo = (*variants, *(v + EMB for v in variants))
-    rows = np.hstack([np.eye(len(variants)), -np.eye(len(variants))])
     cells = []
-    for t in both:
-        raw = t.label.split(" (")[0]
-        if task_label(raw, EMBEDDING_PROBE) not in task_of:
+    for t in _probed(tasks):
+        if task_label(t.label.split(" (")[0], EMBEDDING_PROBE) not in task_of:
             continue
-        sel = preds[(preds["task"] == raw) & preds["mode"].isin(("probe", EMBEDDING_PROBE))]
-        sel = sel.assign(run_id=np.where(sel["mode"] == EMBEDDING_PROBE, sel["run_id"] + EMB, sel["run_id"]),
-                         mode="probe")
-        m = build_measurement(runs, evals, sel, raw, "probe", t.metric, pseudo, seeds)
-        for v, iv in zip(variants, multibootstrap([m], rows, rng, n_boot, level)):
+        for v, iv in zip(variants, _probe_minus(preds, done, evals, variants, seeds, t, EMBEDDING_PROBE, EMB, rng,
+                                                n_boot, level)):
             d = ContrastDef(f"{v} - its embeddings", {v: 1.0}, "vs_none",
                             meaning="the probe of the encoder minus the probe of its own embedding layer: what the "
                                     "layers add over word identity and frequency")
             cells.append((t.label, d, iv))
-    live = [i for i, (_, _, iv) in enumerate(cells) if not degenerate(iv)]
-    adjusted, _, _ = family_calls([cells[i][2] for i in live])
-    p = dict(zip(live, adjusted))
-    return [ContrastEstimate(label, d, iv, () if i in p else (DEGENERATE,), float(p.get(i, NAN)), None, "context")
-            for i, (label, d, iv) in enumerate(cells)]
+    return _own_family(cells, "context")
+
+
+def _baseline_mode(preds: pd.DataFrame, task: str) -> str:
+    """The non-neural baseline mode with predictions on ``task`` ('' when none: switched off, or QA)."""
+    modes = set(preds.loc[preds["task"] == task, "mode"]) & set(TEXT_BASELINES)
+    return min(modes) if modes else ""
+
+
+def _over_baselines(export: Export, done, evals, variants, seeds, tasks: list[_Task], rng, n_boot, level
+                    ) -> list[ContrastEstimate]:
+    """Per learned main-probe task that has a non-neural baseline (finetune.text_baselines), per variant: the probe's
+    score minus the baseline's, fitted on the same training labels of the same run and scored on the same test
+    examples, resampled together; Holm within these cells, a family of their own (text_baseline), so they never
+    dilute the primary or secondary family nor count toward a rule's calls. Above zero: the encoder gives a probe
+    more than a TF-IDF logistic regression or the most frequent tag per word reads from the words alone."""
+    preds = export.predictions
+    if not len(preds) or not set(preds["mode"]) & set(TEXT_BASELINES):
+        return []
+    cells = []
+    for t in _probed(tasks):
+        mode = _baseline_mode(preds, t.label.split(" (")[0])
+        if not mode:
+            continue
+        name = TEXT_BASELINES[mode]
+        for v, iv in zip(variants, _probe_minus(preds, done, evals, variants, seeds, t, mode, f"#{mode}", rng,
+                                                n_boot, level)):
+            d = ContrastDef(f"{v} - {name}", {v: 1.0}, "vs_none",
+                            meaning=f"the probe of the encoder minus a {name} fitted on the same labels: what the "
+                                    "encoder gives beyond the words' surface")
+            cells.append((t.label, d, iv))
+    return _own_family(cells, "text_baseline")
+
+
+def text_baseline_scores(evals: pd.DataFrame, done: pd.DataFrame, tasks: list[_Task]) -> dict[str, tuple[str, float]]:
+    """Per main-probe row whose task has a non-neural baseline: (its name in plain words, its mean test score on the
+    row's metric over the pretraining and fine-tuning seeds). Every variant of a pretraining seed shares the
+    baseline (the same draw of training labels, no encoder), so each (pretraining seed, fine-tuning seed) counts
+    once, whichever variants ran it."""
+    if "mode" not in evals.columns or not evals["mode"].isin(tuple(TEXT_BASELINES)).any():
+        return {}
+    seed_of = dict(zip(done["run_id"], done["pretrain_seed"]))
+    rows = evals[evals["mode"].isin(tuple(TEXT_BASELINES)) & evals["run_id"].isin(seed_of)]
+    rows = rows.assign(pretrain_seed=rows["run_id"].map(seed_of))
+    out = {}
+    for t in tasks:
+        if t.mode != "probe":
+            continue
+        raw = t.label.split(" (")[0]
+        sel = rows[(rows["task"] == raw) & (rows["metric"] == t.metric)]
+        if len(sel):
+            sel = sel.drop_duplicates(["mode", "pretrain_seed", "finetune_seed"])
+            out[t.label] = (TEXT_BASELINES[min(set(sel["mode"]))], float(sel["value"].mean()))
+    return out
 
 
 def _trained(specs: dict[str, VariantSpec], objectives, objective: str) -> tuple[str, ...]:

@@ -348,7 +348,8 @@ def clause_called(rule: Rule, c: dict, f: Facts) -> Verdict:
     reading = c.get("reading")
     text = (f"{contrast} called {c.get('sign', 'positive')} after Holm on >= {need} distinct tasks"
             + (f" ({reading} rows)" if reading else "") + (f" of {', '.join(rule.tasks)}" if rule.tasks else ""))
-    # the encoder's readings only: a baseline reading's rows (the embeddings probe) are a family of their own
+    # the encoder's readings only: a baseline reading's rows (the embeddings probe) are a family of their own, and a
+    # non-neural baseline (finetune.text_baselines) is no reading at all: its cells (over_baselines) are not contrasts
     rows = [e for e in _contrast_rows(f.contributions, contrast) if not e.task.startswith("average")
             and e.holm_family in ("primary", "secondary")
             and (not rule.tasks or _task_of(e.task) in rule.tasks) and (reading is None or _reading(e.task) == reading)]

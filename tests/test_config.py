@@ -52,11 +52,22 @@ def test_mlm_only_defaults_to_single_segments_and_full_to_pairs():
     ("data.data_order=random", "data.data_order"),
     ("objective.mask_stream=-1", "objective.mask_stream=-1"),
     ("objective.mask_stream=1.5", "objective.mask_stream"),
+    ("finetune.text_baselines=maybe", "finetune.text_baselines"),
 ])
 def test_bad_values_give_one_line_errors_naming_them(override, names):
     with pytest.raises(ConfigError) as e:
         build_config("smoke", "full", [override])
     assert names in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_text_baselines_switch_is_a_bool_off_by_default_and_on_in_the_cpu_presets():
+    from trainables.config import FinetuneConfig, from_dict
+
+    assert not FinetuneConfig().text_baselines and not build_config("smoke").finetune.text_baselines
+    assert all(build_config(p).finetune.text_baselines for p in ("cpu-small", "cpu-long"))
+    d = build_config("smoke").to_dict()
+    with pytest.raises(ConfigError, match="finetune.text_baselines='yes' must be true or false"):
+        from_dict({**d, "finetune": {**d["finetune"], "text_baselines": "yes"}})
 
 
 def test_all_zero_weights_only_for_none():

@@ -67,6 +67,10 @@ class ModelConfig:
 
 POSITION_INITS = ("normal", "sinusoidal")
 EMBEDDING_PROBE = "probe-emb"  # the eval mode of the probe on the embedding layer's output (finetune.embedding_probe)
+# The eval modes of the non-neural baselines (finetune.text_baselines) and their names in plain words: a task type's
+# baseline is TaskType.baseline (trainables.finetune.baselines); QA has none.
+TFIDF_BASELINE, TAG_BASELINE = "baseline-tfidf", "baseline-tag"
+TEXT_BASELINES = {TFIDF_BASELINE: "TF-IDF logistic regression", TAG_BASELINE: "most frequent tag per word"}
 
 # Names for weight sets that did not come from the registry (a searched mix, a domain-adapted model).
 CUSTOM_VARIANTS = ("custom", "best_mix", "domain_adapt")
@@ -324,6 +328,12 @@ class FinetuneConfig:
     # at the main budget, as mode probe-emb: the baseline of what word identity and frequency alone give, so an
     # objective's effect on the probe can be read against it (analysis: a family of its own, and "context" rows).
     embedding_probe: bool = False
+    # Also score a non-neural baseline in each probe trial, fitted on the probe's own training subset (so each
+    # variant's comparison stays paired) and reading the words the encoders read: classification a TF-IDF logistic
+    # regression (its C chosen on dev from probe_c_grid, as the probe's), tagging the most frequent tag per word; QA
+    # none. Modes baseline-tfidf and baseline-tag: what the words' surface alone gives, read against the probe in a
+    # Holm family of their own.
+    text_baselines: bool = False
     probe_c_grid: str = "1e-3,1e-2,1e-1,1,10,100"
     probe_max_iter: int = 1000  # lbfgs iterations; the export records those taken (evals.probe_iters)
     tasks: str = "offline"  # default suite: offline | glue | comma-separated names
@@ -391,6 +401,9 @@ class FinetuneConfig:
         require(bool(cs) and all(x > 0 for x in cs),
                 f"finetune.probe_c_grid={self.probe_c_grid!r} must be comma-separated values of C > 0")
         require(self.probe_max_iter >= 1, f"finetune.probe_max_iter={self.probe_max_iter} must be >= 1")
+        for name in ("embedding_probe", "text_baselines"):
+            value = getattr(self, name)
+            require(isinstance(value, bool), f"finetune.{name}={value!r} must be true or false")
         require(0.0 <= self.dropout < 1.0, f"finetune.dropout={self.dropout} must be in [0, 1)")
         require(0.0 <= self.warmup_frac < 1.0, f"finetune.warmup_frac={self.warmup_frac} must be in [0, 1)")
         require(self.max_len >= 8, f"finetune.max_len={self.max_len} must be >= 8")

@@ -74,7 +74,10 @@ def _preset_cpu_small() -> ExperimentConfig:
                                 # the embedding layer probed too: how much of what the probe reads is word identity
                                 # and frequency, not context (analysis: "what the layers add"); one more classifier
                                 # per task from the same encoder pass
-                                embedding_probe=True),
+                                embedding_probe=True,
+                                # and a floor that reads no encoder, fitted on the probe's labels (TF-IDF logistic
+                                # regression, the most frequent tag per word): what the words' surface alone gives
+                                text_baselines=True),
         # measurement runs evaluate (and checkpoint) at the end; search trials at each ASHA rung
         run=RunConfig(log_every=20, eval_every=0, eval_batches=8),
     )

@@ -112,7 +112,9 @@ EVAL_COLUMNS: tuple[Column, ...] = (
     Column("task", pa.string(), "downstream task as reported (MNLI: mnli_m and mnli_mm)"),
     Column("finetune_seed", pa.int64(), "fine-tuning seed (head initialisation, training subset, order)"),
     Column("mode", pa.string(), "finetune (full fine-tuning) | probe (frozen encoder, logistic regression) | "
-           "probe@N (the probe fitted on N labels) | probe-emb (the probe of the embedding layer's output)"),
+           "probe@N (the probe fitted on N labels) | probe-emb (the probe of the embedding layer's output) | "
+           "baseline-tfidf (single, pair: TF-IDF logistic regression on the probe's training labels, no encoder) | "
+           "baseline-tag (tagging: the most frequent tag per word in them) (finetune.text_baselines; QA has none)"),
     Column("metric", pa.string(), "metric name (trainables.metrics)"),
     Column("value", pa.float64(), "the metric on the test split"),
     Column("is_primary", pa.bool_(), "this metric is the task's headline metric"),
@@ -136,9 +138,10 @@ EVAL_COLUMNS: tuple[Column, ...] = (
            "a label task's fine-tuning (NaN otherwise): a fine-tuning at or above 0.95 predicted one label and is "
            "left out of the estimates (analysis.flags.did_not_learn), decided on dev as the rate is", False),
     Column("probe_c", pa.float64(), "the probe's inverse L2 strength C, chosen on dev per encoder and label budget "
-           "from finetune.probe_c_grid (NaN for fine-tuning)", False),
+           "from finetune.probe_c_grid (the TF-IDF baseline's likewise; NaN for fine-tuning and the tag baseline)",
+           False),
     Column("probe_iters", pa.float64(), "the iterations the probe's solver took at the chosen C; it stopped "
-           "unconverged when this equals finetune.probe_max_iter (NaN for fine-tuning)", False),
+           "unconverged when this equals finetune.probe_max_iter (NaN for fine-tuning and the tag baseline)", False),
     Column("selects", pa.bool_(), "this metric's dev value chose the rate, the epoch and the probe's C "
            "(TaskSpec.selection_metric: macro-F1 for label tasks, which a constant prediction cannot win; else the "
            "headline metric); false in exports written before it was recorded, where the headline chose", False),
@@ -147,7 +150,8 @@ PREDICTION_COLUMNS: tuple[Column, ...] = (
     Column("run_id", pa.string(), "the pretraining run (runs.run_id)"),
     Column("task", pa.string(), "downstream task as reported"),
     Column("finetune_seed", pa.int64(), "fine-tuning seed"),
-    Column("mode", pa.string(), "finetune | probe | probe@N | probe-emb (as evals.mode)"),
+    Column("mode", pa.string(), "finetune | probe | probe@N | probe-emb | baseline-tfidf | baseline-tag "
+           "(as evals.mode)"),
     Column("example_id", pa.string(), "the test example's id in its task"),
     Column("prediction", pa.string(), "the prediction: a label, a JSON list of tags, or a JSON string answer"),
     Column("gold", pa.string(), "the gold answer in the same encoding (QA: a JSON list of answers)"),

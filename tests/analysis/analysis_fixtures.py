@@ -109,6 +109,17 @@ def write_export(root: Path, means: dict[str, float], tasks=("sst", "topic"), se
     return root
 
 
+def with_modes(root: Path, parts: dict[str, Path]) -> Path:
+    """One export of the same runs whose rows of each mode are those of ``parts[mode]`` (exports ``write_export``
+    wrote for the same variants and seeds), its runs table the first part's."""
+    root.mkdir(parents=True, exist_ok=True)
+    pd.read_parquet(next(iter(parts.values())) / "runs.parquet").to_parquet(root / "runs.parquet")
+    for name in ("evals", "predictions"):
+        pd.concat([pd.read_parquet(d / f"{name}.parquet").assign(mode=m) for m, d in parts.items()]
+                  ).to_parquet(root / f"{name}.parquet")
+    return root
+
+
 def search_trials(n=16, seed=0):
     """Trials whose probe score rises with the MLM weight and falls with the mask ratio."""
     rng = np.random.default_rng(seed)

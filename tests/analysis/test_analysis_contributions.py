@@ -271,3 +271,35 @@ def test_the_embeddings_probe_is_a_baseline_family_and_the_layers_gain_is_read_a
     assert abs(gain.interval.estimate - 0.15) < 1e-9 and gain.interval.lo > 0 and gain.p_adjusted < 0.05
     flat = ctx[("topic (probe)", "none - its embeddings")]
     assert flat.interval.estimate == 0.0 and np.isnan(flat.p_adjusted) and gain.holm_family == "context"
+
+
+def test_a_non_neural_baseline_is_no_reading_its_family_is_its_own_and_the_primary_family_is_unchanged(tmp_path):
+    """Known truth: the probe reads mlm_only at 0.80 and none at 0.60; a TF-IDF baseline fitted on the same labels
+    scores 0.70 for both (it reads no encoder, so a seed's variants share it). Its rows are no task row with
+    contrasts; its score is shown per probe row; each variant's probe minus it (+0.10, -0.10) is a Holm family of its
+    own; and the primary family is the same cells with the same Holm p as without the baseline."""
+    from analysis_fixtures import with_modes
+
+    probe = write_export(tmp_path / "probe", {"mlm_only": 0.8, "none": 0.6})
+    tfidf = write_export(tmp_path / "tfidf", {"mlm_only": 0.7, "none": 0.7})
+    alone = with_modes(tmp_path / "alone", {"probe": probe})
+    both = with_modes(tmp_path / "both", {"probe": probe, "baseline-tfidf": tfidf})
+    off = estimate_contributions(load_export(alone), np.random.default_rng(0), n_boot=300)
+    on = estimate_contributions(load_export(both), np.random.default_rng(0), n_boot=300)
+
+    assert on.tasks == off.tasks == ("sst (probe)", "topic (probe)", "average (probe)")
+    assert not any("baseline" in e.task for e in on.contrasts)
+
+    def primary(c):
+        return [(e.task, e.contrast.name, e.p_adjusted) for e in c.contrasts if e.holm_family == "primary"]
+
+    assert primary(on) == primary(off) and len(primary(on)) == 3
+    assert off.text_baselines == {} and off.over_baselines == []
+    assert on.text_baselines == {t: ("TF-IDF logistic regression", pytest.approx(0.7)) for t in on.tasks[:2]}
+    over = {(e.task, e.contrast.name): e for e in on.over_baselines}
+    assert set(over) == {(t, f"{v} - TF-IDF logistic regression") for t in on.tasks[:2] for v in ("mlm_only", "none")}
+    assert {e.holm_family for e in on.over_baselines} == {"text_baseline"}
+    gain = over[("sst (probe)", "mlm_only - TF-IDF logistic regression")]
+    loss = over[("topic (probe)", "none - TF-IDF logistic regression")]
+    assert gain.interval.estimate == pytest.approx(0.1) and gain.interval.lo > 0 and gain.p_adjusted < 0.05
+    assert loss.interval.estimate == pytest.approx(-0.1) and loss.interval.hi < 0

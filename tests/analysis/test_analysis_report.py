@@ -228,3 +228,19 @@ def test_at_the_word_frequency_stage_the_headline_does_not_advise_more_seeds(tmp
 
     assert any("largest open difference" in s for s in sentences(0.31))
     assert not any("largest open difference" in s for s in sentences(0.05))
+
+
+def test_the_non_neural_baselines_scores_sit_beside_chance_in_plain_words(tmp_path):
+    """A probe export with a TF-IDF baseline: the scores table gains a "non-neural baseline" column (its mean score
+    and name on the probe rows), and a section reads each variant's probe against it; without one, neither."""
+    from analysis_fixtures import with_modes
+
+    probe = write_export(tmp_path / "probe", {"mlm_only": 0.8, "none": 0.6})
+    tfidf = write_export(tmp_path / "tfidf", {"mlm_only": 0.7, "none": 0.7})
+    md = build_report(with_modes(tmp_path / "on", {"probe": probe, "baseline-tfidf": tfidf}), n_boot=100).to_markdown()
+    assert "| task | metric | chance | non-neural baseline | mlm_only | none |" in md
+    assert "| sst (probe) | accuracy | 0.500 | 0.700 (TF-IDF logistic regression) | 0.800 [" in md
+    assert "## What the probe adds over a non-neural baseline" in md
+    assert "| mlm_only | sst (probe) | TF-IDF logistic regression | +0.100 [" in md
+    plain = build_report(with_modes(tmp_path / "off", {"probe": probe}), n_boot=100).to_markdown()
+    assert "non-neural baseline" not in plain

@@ -368,3 +368,38 @@ def test_the_one_label_clause_can_hold_only_the_tasks_every_variant_learns_by_it
     assert judged("stuck").status == FAIL and judged("stuck").observed == "12 predicted one label"
     assert judged("fine", where_every_variant_learns_by=0.1).status == PASS
     assert judged("fine", where_every_variant_learns_by=0.3).status == UNMEASURED
+
+
+BASELINE_RULE = """
+name = "baselines"
+tasks = ["sst", "topic"]
+
+[wall_minutes]
+native_bf16 = 30
+
+[[clause]]
+kind = "called"
+contrast = "mlm_only - none"
+tasks_at_least = 2
+
+[[clause]]
+kind = "called"
+contrast = "mlm_only - TF-IDF logistic regression"
+sign = "negative"
+tasks_at_least = 1
+"""
+
+
+def test_a_non_neural_baselines_rows_alone_never_satisfy_called(tmp_path):
+    """The probe reads mlm_only and none alike; the baseline rows (made to differ by variant, which a real baseline
+    never does: a mutant reading them as an encoder's rows would then call mlm_only - none on both tasks) and the
+    probe-minus-baseline cells (mlm_only's probe 0.2 below its baseline) are no contrast a rule's calls count."""
+    from analysis_fixtures import with_modes
+
+    flat = write_export(tmp_path / "a", {"mlm_only": 0.6, "none": 0.6}, variant_jitter={"mlm_only": (0.01, -0.01, 0)})
+    strong = write_export(tmp_path / "b", {"mlm_only": 0.8, "none": 0.6})
+    both = with_modes(tmp_path / "export", {"probe": flat, "baseline-tfidf": strong})
+    path = _rule(tmp_path, text=BASELINE_RULE, name="baselines")
+    vs_none, vs_baseline = judge_export(path, both, n_boot=200, start=start_record(path)).verdicts
+    assert vs_none.status == FAIL and vs_none.observed == "0 tasks"
+    assert vs_baseline.status == UNMEASURED

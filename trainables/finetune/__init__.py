@@ -26,6 +26,8 @@ regression, scored on dev.
     loop.py      train_model, predict_logits, collate, model_batch (prepared mask), read_back (batched .cpu())
     probe.py     run_probe, probe_one, probe_splits (one fit, several splits: the records' test and dev),
                  probe_budget_splits (the same at each label budget: modes probe and probe@N)
+    baselines.py the probe trial's non-neural baselines (finetune.text_baselines): TF-IDF logistic regression,
+                 the most frequent tag per word
     __main__.py  the command line
 """
 

@@ -136,7 +136,7 @@ def chosen_lines(evals_path: Path) -> list[str]:
     for (task, mode, seed), grp in prim.groupby(["task", "mode", "finetune_seed"], sort=True):
         row = grp[grp["selected"]].iloc[0]
         rates = sorted({float(x) for x in grp["lr"] if x == x})
-        where = mode if mode.startswith("probe") else (
+        where = mode if mode != "finetune" else (  # the probe's modes and the baselines have no rate
             f"chosen lr {row.lr:g}" + (f" of {', '.join(f'{r:g}' for r in rates)}" if len(rates) > 1 else "")
             + (f", epoch {row.epoch:g}" if "epoch" in row and row.epoch == row.epoch else ""))
         out.append(f"{task} seed {seed}: {where}: test {row.metric}={row.value:.4f}, dev {row.dev_value:.4f}")

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from trainables.config import ExperimentConfig
+from trainables.finetune.baselines import baseline_splits
 from trainables.finetune.heads import Checkpoint, build_head_model, head_name, load_encoder
 from trainables.finetune.inputs import encode_split, score
 from trainables.finetune.loop import predict_logits, train_model
@@ -348,11 +349,15 @@ def seed_metrics(part: FinetuneResult, lr: float, task: str, dev: dict[str, floa
 
 def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: str,
                    t0: float) -> tuple[FinetuneResult, dict[str, float]]:
-    """The probe's test records at each label budget (mode ``probe``, ``probe@N``), each with its dev value beside
-    it (the classifier fitted once on train, as fine-tuning's records carry the final model's dev metric: analysis
-    decides "learned" on it); the dev metrics, those of a smaller budget labelled ``probe@N/metric``."""
+    """The probe's test records at each label budget (mode ``probe``, ``probe@N``; ``probe-emb`` and a non-neural
+    baseline's mode where switched on), each with its dev value beside it (the classifier fitted once on train, as
+    fine-tuning's records carry the final model's dev metric: analysis decides "learned" on it); the dev metrics,
+    those of another mode labelled ``<mode>/metric``."""
     reported = data.spec.reported_names()
     by_mode, fits = probe_budget_splits(ck, encoder, data, seed, cfg, device, ("dev", *reported))
+    baseline = baseline_splits(ck, data, seed, cfg.finetune, tuple(reported)) if cfg.finetune.text_baselines else None
+    if baseline is not None:
+        mode, by_mode[mode], fits[mode] = baseline
     result, dev_out = FinetuneResult(), {}
     for mode, predicted in by_mode.items():
         dev = score(data.spec, *predicted["dev"][1:])
@@ -361,7 +366,8 @@ def _probe_records(ck, encoder, data: TaskData, seed: int, cfg, device, run_id: 
         for split, task_name in reported.items():
             part = _records(run_id, data.spec, seed, mode, task_name, *predicted[split], time.perf_counter() - t0,
                             dev=dev)
-            part.evals[:] = [e._replace(probe_c=fit.c, probe_iters=float(fit.iters)) for e in part.evals]
+            if fit is not None:  # the most-frequent-tag baseline chooses nothing on dev: its C and iterations NaN
+                part.evals[:] = [e._replace(probe_c=fit.c, probe_iters=float(fit.iters)) for e in part.evals]
             result.extend(part)
     return result, dev_out
 

@@ -103,6 +103,17 @@ def fit_on_dev(make, x_train, y_train, dev_score, cs: tuple[float, ...]):
     return clf, ProbeFit(c, iters, iters < clf[-1].max_iter)
 
 
+def probe_rows(ck: Checkpoint, data: TaskData, seed: int, ft, splits: tuple[str, ...]
+               ) -> tuple[list[dict], dict[str, list[dict]]]:
+    """The probe's training subset (at most ``probe_max_train`` rows, drawn with the fine-tuning draw) and the rows
+    it scores of dev and each of ``splits`` (at most ``max_eval_examples``, the fixed split seed): what the probe
+    and the non-neural baselines (``trainables.finetune.baselines``) of one (run, seed) share."""
+    draw = ck.draw(seed)  # nested in the pretraining seed, as fine-tuning's draw (heads.finetune_draw)
+    train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(draw))
+    return train_rows, {split: subsample(data[split], ft.max_eval_examples, None)
+                        for split in dict.fromkeys(("dev", *splits))}
+
+
 def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: ExperimentConfig,
                         device: torch.device, splits: tuple[str, ...], main_only: bool = False
                         ) -> tuple[dict[str, dict[str, tuple[list[dict], list[str], list[str]]]], dict[str, ProbeFit]]:
@@ -121,8 +132,8 @@ def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg:
     if task_type.probe is None:
         raise TaskError(f"the linear probe does not support {spec.type} task {spec.name!r}; probe a task of type "
                         + ", ".join(n for n, t in _probed_types().items()))
-    draw = ck.draw(seed)  # nested in the pretraining seed, as fine-tuning's draw (heads.finetune_draw)
-    train_rows = subsample(data["train"], ft.probe_max_train, np.random.default_rng(draw))
+    draw = ck.draw(seed)  # the draw probe_rows subsampled with: the smaller budgets' subsets and the solver's seed
+    train_rows, eval_rows = probe_rows(ck, data, seed, ft, splits)
 
     modes = {m: b for m, b in ft.probe_modes.items() if not main_only or m == "probe"}
     layers = ("last",) + (("embeddings",) if EMBEDDING_PROBE in modes else ())
@@ -133,8 +144,7 @@ def probe_budget_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg:
                                     cfg.run.precision, layers)
 
     train_feats = features(train_rows)
-    evaluated = {split: (rows, features(rows)) for split in dict.fromkeys(("dev", *splits))
-                 for rows in [subsample(data[split], ft.max_eval_examples, None)]}
+    evaluated = {split: (rows, features(rows)) for split, rows in eval_rows.items()}
     dev_rows, dev_feats = evaluated["dev"]
 
     def make(c: float):

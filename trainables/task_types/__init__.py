@@ -4,7 +4,8 @@
 
 An entry (``TaskType``) declares its row columns and default metrics, parses and checks a user file's
 row, names the labels a row carries, encodes rows for the model, names the ``transformers`` head,
-decodes model outputs to the export's string predictions, and gives the linear probe its features.
+decodes model outputs to the export's string predictions, gives the linear probe its features, and names
+its non-neural baseline (``trainables.finetune.baselines``; QA has none).
 A new task type is one ``register_task_type(TaskType(...))`` plus its tests; nothing else branches on
 the type's name.
 """

@@ -57,6 +57,8 @@ class TaskType:
     decode: Callable  # (spec, rows, enc, logits, ft) -> (predictions, golds) as export strings
     probe: Probe | None = None  # None: the linear probe does not support this type
     pooled: bool = False  # the head reads the pooled [CLS] state, so finetune.head (pooler | cls) applies
+    # the eval mode of its non-neural baseline (finetune.text_baselines: trainables.finetune.baselines); "" none
+    baseline: str = ""
 
     def head_kwargs(self, labels: tuple[str, ...]) -> dict[str, Any]:
         """``from_pretrained`` arguments of the head: the label set for labelled types."""

@@ -4,7 +4,8 @@ Rows: single ``{"id", "text", "label"}``, pair ``{"id", "text_a", "text_b", "lab
 strings. Head: ``BertForSequenceClassification`` on [CLS]; predictions are label strings. The head
 reads the pooler (``pooled=True``), so ``finetune.head`` applies: ``pooler`` (BERT's, the checkpoint's
 weights) or ``cls`` (a fresh dense+tanh on [CLS], ``trainables.finetune.heads``). The probe fits on
-mean-pooled last hidden states (padding excluded).
+mean-pooled last hidden states (padding excluded). The non-neural baseline (``finetune.text_baselines``) is a
+TF-IDF logistic regression (``trainables.finetune.baselines``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainables.config import TFIDF_BASELINE
 from trainables.task_types.base import Encoded, Probe, TaskType, features
 
 
@@ -64,6 +66,8 @@ def _predict(clf, rows: list[dict], feats: list, spec) -> tuple[list[str], list[
 
 PROBE = Probe(mean_pool, pooled_features, _xy, _predict)
 SINGLE = TaskType("single", ("text", "label"), ("accuracy", "macro_f1"), "BertForSequenceClassification",
-                  _parse(("text", "label")), lambda r: [r["label"]], _encoder("single"), decode, PROBE, pooled=True)
+                  _parse(("text", "label")), lambda r: [r["label"]], _encoder("single"), decode, PROBE, pooled=True,
+                  baseline=TFIDF_BASELINE)
 PAIR = TaskType("pair", ("text_a", "text_b", "label"), ("accuracy", "macro_f1"), "BertForSequenceClassification",
-                _parse(("text_a", "text_b", "label")), lambda r: [r["label"]], _encoder("pair"), decode, PROBE, pooled=True)
+                _parse(("text_a", "text_b", "label")), lambda r: [r["label"]], _encoder("pair"), decode, PROBE,
+                pooled=True, baseline=TFIDF_BASELINE)

@@ -3,7 +3,8 @@
 Head: ``BertForTokenClassification``; the label sits on the first sub-word of each word (the rest
 -100). Predictions and golds are JSON lists of tags, one per word; a word the model never saw
 (truncated away) gets the fallback tag ('O' when the tag set has it). The probe fits on the
-first-sub-word states of every word.
+first-sub-word states of every word; the non-neural baseline (``finetune.text_baselines``) is the most frequent
+tag per word (``trainables.finetune.baselines``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from trainables.config import TAG_BASELINE
 from trainables.task_types.base import Encoded, Probe, TaskError, TaskType, features
 
 
@@ -127,4 +129,5 @@ def _predict(clf, rows: list[dict], feats: list, spec) -> tuple[list[str], list[
 
 
 TAGGING = TaskType("tagging", ("tokens", "tags"), ("token_accuracy",), "BertForTokenClassification", parse_row,
-                   lambda r: r["tags"], encode, decode, Probe(last_states, first_subword_features, _xy, _predict))
+                   lambda r: r["tags"], encode, decode, Probe(last_states, first_subword_features, _xy, _predict),
+                   baseline=TAG_BASELINE)
