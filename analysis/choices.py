@@ -100,14 +100,15 @@ def choices_section(choices: list[Choice]) -> list[str]:
         rows.append(f"| {c.variant} | {c.task} | {rates} (of {', '.join(f'{g:g}' for g in c.grid)}) | {epoch} | "
                     f"{'; '.join(c.edges) or '-'} |")
     lines = ["## What fine-tuning chose on dev", "",
-             "Per variant and task, the rates chosen on dev (how many pretraining runs chose each, of the grid "
-             "tried) and the median epoch of the state kept. A variant whose choice sits at an edge for at least "
+             "Per variant and task, the rates chosen on dev (how many pretraining runs chose each, of the rates "
+             "tried, a step past the grid's edge included where finetune.extend_edges took one) and the median epoch of the state kept. A variant whose choice sits at an edge for at least "
              f"half its runs might have done better past it, and its contrasts then partly measure the grid.", "",
              "| variant | task | rates chosen | epoch chosen | at an edge |", "|---|---|---|---|---|", *rows, ""]
     none_edges = [c for c in choices if c.variant == "none" and c.edges]
     if none_edges:
         lines += ["`none` sits at an edge on " + ", ".join(f"{c.task} ({'; '.join(c.edges)})" for c in none_edges)
-                  + ": widen `finetune.lr_grid` or `finetune.epochs` there before reading its contrasts as fair.", ""]
+                  + ": widen `finetune.lr_grid` (or raise `finetune.extend_edges`, which grows it past an edge on dev) "
+                  "or `finetune.epochs` there before reading its contrasts as fair.", ""]
     return lines
 
 
