@@ -17,7 +17,7 @@ init, data order). ``trainables.finetune`` derives it from (pretraining seed p, 
 (``heads.finetune_draw``): every variant of seed p shares it (the comparison stays paired within p)
 and each p draws anew. Fine-tuning draws are then nested in pretraining seeds, and resampling seeds
 p with their draws covers the variant x draw interaction; this bootstrap needs nothing more. The
-crossed alternative (draw f the same for every run, as before) would need a two-way resampling of
+crossed alternative (draw f the same for every run) would need a two-way resampling of
 seeds and draws, and it is worse for the estimate too: its variant x draw interaction averages over
 F draws only (variance sd^2/F), the nested one over P x F (sd^2/(PF)); with F = 1 (the cpu-small and
 gpu-quick designs) a crossed draw cannot be resampled at all, and its interval would only cover the
@@ -30,7 +30,7 @@ statistic is the contrast of the per-variant means over seeds, averaged over the
 Intervals. The plain percentile interval of the joint resampling ("raw") undercovers with few
 pretraining seeds (it treats the P seeds' spread as known and divides it by P, not P-1) and
 overcovers when seed x example noise dominates (resampling both crossed factors counts that term
-three times; Owen 2007, the pigeonhole bootstrap). ``validate`` measured both. So each interval is
+three times; Owen 2007, the pigeonhole bootstrap). ``analysis.validate`` shows both. So each interval is
 the percentile interval *rescaled about the estimate* to the method-of-moments variance of a crossed
 design, with a Student-t quantile on Welch-Satterthwaite degrees of freedom:
 
@@ -39,11 +39,12 @@ design, with a Student-t quantile on Welch-Satterthwaite degrees of freedom:
     [lo, hi] = est -+ c (est - q_lo, q_hi - est),  c = sqrt(V / Vj) t_{df} / z
 
 Degrees of freedom. The seed part is estimated on P-1 df (2 with 3 seeds) and is often small by
-chance; plain Welch-Satterthwaite then returns a large df, and the p-value's tail is far too light
-(validate measured, on null designs at 3 seeds: p < 0.003 in 1.7% of contrasts, Holm's family-wise
-error 0.22). So the df is computed with the seed part at its one-sided 90% upper confidence bound,
-Vs (P-1)/chi2_{P-1}(0.1), the variance V itself unchanged: then 0.28% and 0.045 (5 seeds: 0.22%,
-0.035), at a coverage of 0.958 (0.946). The inflation vanishes as P grows.
+chance; plain Welch-Satterthwaite then returns a large df, and the p-value's tail is far too light:
+on null designs at 3 seeds tiny p-values come far more often than their level says, and Holm's
+family-wise error runs far above alpha (``analysis.validate`` shows it). So the df is computed with the
+seed part at its one-sided 90% upper confidence bound, Vs (P-1)/chi2_{P-1}(0.1), the variance V itself
+unchanged: the tail and the family-wise error come back to about their levels, at a coverage near 95%
+(docs/statistics.md gives validate's figures). The inflation vanishes as P grows.
 
 All three variances come from the same matrix products. The two-sided p-value of a difference is
 2 P(T_df > |est| / sqrt(V)). Fewer than 3 pretraining seeds: ``reliable=False``. Each interval keeps
@@ -54,13 +55,13 @@ Averages over tasks (weights w_k adding up to 1; seeds shared, examples independ
 example and interaction parts are summed per task, each with its own N_k (not the smallest N). The
 seed part is the seed-only variance of the weighted mean, floored at sum_k w_k^2 Vs_k: with 3 seeds
 a chance negative correlation between tasks otherwise cancels the seeds' spread in the mean, the
-seed part looks negligible, Welch-Satterthwaite then gives large df, and the average comes out far
-narrower than every task's own interval (seen: two tasks at [-0.15, +0.37] and [-0.12, +0.30], their
-average [+0.07, +0.12], p = 2e-10). The floor assumes tasks' seed effects do not cancel (non-negative
-covariance: a better encoder helps every task); ``analysis.validate`` checks the average's coverage.
-Measured at 3 seeds (three tasks, df rule below): without the floor coverage is 0.958, yet 10% of
-averages are under half the narrowest task's width and cover 0.80; half the floor, 0.970 and 6% at
-0.875; the full floor 0.979 and none that narrow (at 5 seeds 0.962). It errs on the safe side.
+seed part looks negligible, Welch-Satterthwaite then gives large df, and the average can come out far
+narrower than every task's own interval and be called on noise. The floor assumes tasks' seed effects do
+not cancel (non-negative covariance: a better encoder helps every task); ``analysis.validate`` checks the
+average's coverage. Without the floor the average's overall coverage looks right, yet the averages that
+come out far narrower than their tasks cover far less than their level; with the full floor none come
+out that narrow, and the average row covers a little more than its level (docs/statistics.md). It errs
+on the safe side.
 """
 
 from __future__ import annotations

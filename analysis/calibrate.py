@@ -52,7 +52,7 @@ interval excludes 0 unadjusted.
 
 Cost: the pool's pretraining and fine-tuning (cached under ``--out``: an interrupted calibration
 resumes, finished runs are not redone; ``--design both`` trains 3 P R runs, paired alone 2 P R, unpaired
-alone 2 P R); the replicates are about a second each.
+alone 2 P R); the replicates are statistics only, cheap beside the pool.
 """
 
 from __future__ import annotations

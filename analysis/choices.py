@@ -66,7 +66,7 @@ def fine_tuning_choices(evals: pd.DataFrame, runs: pd.DataFrame) -> list[Choice]
         return []
     key = ft["source_task"].where(ft["source_task"].astype(bool), ft["task"])
     ft = ft.assign(key=key, variant=ft["run_id"].map(variant_of))
-    if "epoch" not in ft.columns:  # exports before the epoch was recorded
+    if "epoch" not in ft.columns:  # an export that does not record the epoch
         ft = ft.assign(epoch=float("nan"))
     max_epochs = _max_epochs(measure)
     out = []

@@ -261,7 +261,7 @@ def _measure_tasks(export: Export, done, evals, variants, seeds, rows, rng, n_bo
         if m.metric != "value" and golds:
             t.baseline = chance_baseline(metric, golds, _first_text(evals, task, "positive_label") or None)
             dev = dev_seed_values(evals, done, task, mode, metric)
-            if dev is None:  # an export from before dev selection: only the test scores can say
+            if dev is None:  # an export without dev values: only the test scores can say
                 t.learned = learned(dict(zip(variants, ivs)), t.baseline)
                 on_test.append(t.label)
             else:
@@ -286,8 +286,8 @@ def _averages(tasks: list[_Task], variants, rows, rng, n_boot, level) -> list[_T
     out = []
     for mode in dict.fromkeys(t.mode for t in tasks):
         # Every task the design measured, learned or not: which tasks were learned is decided per export, so an
-        # average over the learned ones changed its meaning between seed blocks (three tasks in one, four in the
-        # other) and along a curve. A task nobody learned adds noise around 0, not bias.
+        # average over the learned ones would change its meaning between seed blocks (three tasks in one, four in
+        # another) and along a curve. A task nobody learned adds noise around 0, not bias.
         group = [t for t in tasks if t.mode == mode]
         sources = {t.source for t in group}
         if len(sources) < 2:  # mnli_m and mnli_mm alone are one task, not an average

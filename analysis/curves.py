@@ -23,16 +23,17 @@ at 0.05: the two are different questions (is there an effect at the end; where a
 with its own family-wise error of at most 5%.
 
 **What a snapshot stands for.** A snapshot is the run's state part-way through its schedule, its learning rate
-not yet decayed: not a run that ends at that budget. Measured at cpu-small's budgets (``python -m
-trainables.schedules``, two seeds), a linear run's snapshot read level with a WSD run's decay branch there and
-above a linear run that ended there; the end, annealed, is a different kind of point than the snapshots before
-it. The curve is the shape of one run's learning, read at its own points.
+not yet decayed: not a run that ends at that budget. At cpu-small's budgets a linear run's snapshot reads level
+with a WSD run's decay branch there and above a linear run that ends there (``python -m trainables.schedules``;
+docs/statistics.md); the end, annealed, is a different kind of point than the snapshots before it. The curve is
+the shape of one run's learning, read at its own points.
 
 **Trend.** Between the last two *like* points a curve is *rising* or *falling* when the estimate moved by more
 than half the last interval's half-width, else *flat*. Like points: both mid-schedule snapshots, or both annealed
 (the end, and under ``optim.schedule=wsd`` every snapshot, a decay branch). Under BERT's linear schedule the end
 is annealed and the snapshots are not, so the trend is read between the last two snapshots and says so: the
-annealing step (held-out MLM accuracy 13% to 19% over cpu-long's last half) is not learning a trend can extend.
+annealing step (the jump in held-out MLM accuracy over cpu-long's last half: docs/statistics.md) is not learning a
+trend can extend.
 
 **Extrapolation: where tokens, not seeds, limit a row.** A row not resolved at the end, whose end estimate is
 smaller than the effect the end's design detects (its MDE: power 80% after Holm, ``analysis.inference``), is

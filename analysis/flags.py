@@ -3,9 +3,9 @@
 Collapse is decided here, relative to ``none``'s runs in the same export; ``runs.collapsed`` is only the
 raw diagnostic of the trainables side (token cosine > ``COLLAPSE_TOKEN_COSINE`` or [CLS] cosine >
 ``COLLAPSE_CLS_COSINE``, absolute thresholds). At the small CPU scale a random 2-layer encoder's [CLS]
-cosine is above 0.99, so the raw diagnostic fires on every encoder, ``none`` included, and says
-nothing. The collapse seen in a 4,000-step ``nsp_only`` pilot had every vector at cosine 1.000 *and*
-fine-tuning stuck at the majority class. So a pretrained variant's run is flagged collapsed when both
+vectors are already that alike, so the raw diagnostic fires on every encoder, ``none`` included, and says
+nothing. A collapsed encoder shows two things at once: every vector at a cosine of 1 *and* fine-tuning
+stuck at the majority class. So a pretrained variant's run is flagged collapsed when both
 
     geometry   its token or [CLS] cosine is within ``COLLAPSE_DISTANCE`` (1e-3) of 1 and closer to 1
                than none's of the same pretraining seed, or its distance from 1 is at most
@@ -83,7 +83,7 @@ def _label_task(predictions: pd.Series) -> bool:
 def did_not_learn(predictions: pd.DataFrame, evals: pd.DataFrame | None = None) -> pd.DataFrame:
     """The fine-tunings (run_id, task, finetune_seed) of label tasks that predict one label for
     >= COLLAPSE_MAJORITY_SHARE of examples: they learned nothing a contrast could credit to an objective (a
-    96-step fine-tuning of a pretrained encoder can sit on the majority class while none's learns), so they
+    short fine-tuning of a pretrained encoder can sit on the majority class while none's learns), so they
     are left out of the estimates (``analysis.contributions``, which puts an intention-to-treat estimate
     beside them) and counted. Probes are not judged here.
 
@@ -139,7 +139,7 @@ def collapse_flags(done: pd.DataFrame, predictions: pd.DataFrame,
         if not geometry:
             continue
         stuck, total = one_label_fine_tunings(predictions, r.run_id)
-        if total and stuck * 2 < total:  # fine-tuning learned more than one label: not the pilot's collapse
+        if total and stuck * 2 < total:  # fine-tuning learned more than one label: no symptom, no collapse
             continue
         symptom = (f"fine-tuning predicts one label on {stuck}/{total} fine-tunings" if total
                    else "no label predictions to check fine-tuning")

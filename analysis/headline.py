@@ -69,10 +69,10 @@ def _primary(c: Contributions, check=None) -> str:
 
 
 # Held-out MLM accuracy, three stages on the built-in corpus. Always predicting the commonest token scores 4.4%;
-# cpu-small's encoders after 160 steps stopped at ~5% and no reading found anything there. At 6.6% (cpu-long's
-# first snapshot, ~1.9 M tokens) the probe already read POS better than random weights, so an encoder past
-# UNIGRAM_STAGE holds more than word frequencies. Past TRAINED_STAGE (~20 M tokens on two cores) every task the
-# tool has learned showed MLM's effect (docs/results.md). A rule file may set its own floor (analysis.rules).
+# an encoder just above that has learned word frequencies and no reading finds anything there. Past UNIGRAM_STAGE
+# the probe already reads POS better than random weights (cpu-long's first snapshot: docs/presets.md), so the
+# encoder holds more than word frequencies. Past TRAINED_STAGE every task the tool has learned shows MLM's effect
+# (docs/results.md). A rule file may set its own floor (analysis.rules).
 UNIGRAM_STAGE = 0.06
 TRAINED_STAGE = 0.15
 

@@ -4,8 +4,8 @@
     check = check_planted(report.contributions)      # one row per planted effect, and the null task
     print(format_check(check)); check.passed           # the gate: every checkable effect and the null rule
 
-The rule, frozen before each replication on new languages (docs/known-answers.md; protocol 3 since NSP alone
-learned MLM's word classes on some seeds, ``sweeps.known_answer.PROTOCOL``):
+The rule, frozen before each replication on new languages (docs/known-answers.md; its version is
+``sweeps.known_answer.PROTOCOL``):
 
 * A checkable planted effect is **recovered** when its contrast on its task is called in the expected
   direction: a reliable interval (>= 3 pretraining seeds) that excludes 0 on the expected side, with a
@@ -21,9 +21,9 @@ learned MLM's word classes on some seeds, ``sweeps.known_answer.PROTOCOL``):
 Each effect is read where it lives: MLM's and SOP's in the frozen encoder (the linear probe), MLM's also
 through fine-tuning (so that a fine-tuning that ignores the checkpoint fails the check), NSP's loss effect
 fine-tuned with a fresh [CLS] head (``finetune.head=cls``: no pooler trained by NSP is credited). NSP's loss
-effect, the input-format effect, SOP instead of NSP, SOP's own order effect (since protocol 2) and MLM over NSP
-alone (since protocol 3) are measured and shown, but not checkable at this size (the comments at
-``PLANTED_EFFECTS`` say what was measured): the gate is MLM's word classes, by the probe and fine-tuned, and
+effect, the input-format effect, SOP instead of NSP, SOP's own order effect and MLM over NSP alone are
+measured and shown, but not checkable at this size (the comments at ``PLANTED_EFFECTS`` say why;
+docs/known-answers.md has the measurements): the gate is MLM's word classes, by the probe and fine-tuned, and
 the null task.
 """
 
@@ -62,37 +62,34 @@ PLANTED_EFFECTS = (
                   "content words' classes show only in their contexts; the test's words are unseen in train"),
     PlantedEffect("MLM learns word classes, fine-tuned (mlm_only - none)", {"mlm_only": 1.0, "none": -1.0},
                   LEXICAL_FT, +1, "the same through fine-tuning: a fine-tuning that ignored the checkpoint fails it"),
-    # Not checkable at this size since protocol 3: a document keeps its class, so NSP's positive pairs share the
-    # document's class words and NSP alone can learn the classes; on 3 of 10 replication languages one nsp_only
-    # seed stood out (lexical probe 0.85 on 102, 0.76 on 106, 0.83 on 107, against 0.48-0.64 for those languages'
-    # other nsp_only seeds) and the 3-seed interval spanned 0 there; 4 more nsp_only seeds read 0.72-0.76 (101,
-    # 109 twice, 110) where it did not. The planted answer is "MLM adds to what NSP may already have", not certain
-    # by construction. docs/known-answers.md, "Protocol 3".
+    # Not checkable at this size: a document keeps its class, so NSP's positive pairs share the document's class
+    # words and NSP alone can learn the classes. It does on some seeds and not on others, and one such seed is
+    # enough for a 3-seed interval of full - nsp_only to span 0. The planted answer is "MLM adds to what NSP may
+    # already have", not certain by construction. docs/known-answers.md, "Protocol 3".
     PlantedEffect("MLM contribution (full - nsp_only)", {"full": 1.0, "nsp_only": -1.0}, LEXICAL, +1,
                   "the same, with NSP on both sides; NSP alone learns the classes on some seeds (its pairs share "
                   "the class words)", checkable=False),
-    # Not checkable at this size since protocol 2: at 1,200 steps SOP alone had not trained on 4 of 24 seeds (two
-    # never left its initial plateau, loss ln 2 and every [CLS] alike; two ended at 0.72 and 0.84), and 3 seeds
-    # cannot absorb one; another rate (5e-4, 2e-3), a shorter warmup or no weight decay changed which of those
-    # seeds stalled, not whether; at 2,400 steps every seed of language 102 trained SOP (held-out 0.996-1.000) but
-    # the order probe on unseen markers still spanned 0 (0.66, 1.00, 0.99 against none's 0.48-0.49), and NSP alone
-    # learned the order as well (0.76-0.96). docs/known-answers.md, "Protocol 2".
+    # Not checkable at this size: at the check's budget SOP alone does not train on every seed (some never leave
+    # the initial plateau, loss ln 2 and every [CLS] alike), and 3 seeds cannot absorb one that stalls; another
+    # rate, a shorter warmup or no weight decay changes which seeds stall, not whether. A longer run trains SOP on
+    # every seed, yet the order probe on unseen markers still spans 0, and NSP alone learns the order as well.
+    # docs/known-answers.md, "Protocol 2".
     PlantedEffect("SOP learns the order (sop_only - none)", {"sop_only": 1.0, "none": -1.0}, ORDER, +1,
                   "only stage markers tell the order, and the test's markers are unseen in train; SOP alone stalls "
                   "or trains late on ~1 seed in 6 at this size", checkable=False),
-    # Not checkable at this size: at 1,200 steps NSP's head learns word overlap (and, before NSP's negatives were
-    # placed as B is, where B starts in a sentence), which a zero-parameter rule also finds; on tasks without such a
-    # cue (B continues A's topic with no shared word; B is the next stage) full's own NSP head scores 0.48-0.53
-    # zero-shot, and fine-tuned full and mlm_pairs both stay at chance (0.48-0.51 at rates 1e-4, 3e-4, 1e-3).
+    # Not checkable at this size: at the check's budget NSP's head learns word overlap, which a zero-parameter rule
+    # also finds; on tasks without such a cue (B continues A's topic with no shared word; B is the next stage)
+    # full's own NSP head is at chance zero-shot, and fine-tuned full and mlm_pairs both stay at chance at every
+    # rate tried. docs/known-answers.md, "The effects".
     PlantedEffect("NSP loss effect (full - mlm_pairs)", {"full": 1.0, "mlm_pairs": -1.0}, DISCOURSE, +1,
                   "B continues A's topic with no shared word: NSP's head does not learn topic membership at this "
                   "size (it learns word overlap)", checkable=False),
     PlantedEffect("input-format effect (mlm_pairs - mlm_only)", {"mlm_pairs": 1.0, "mlm_only": -1.0}, LEXICAL, -1,
                   "segment pairs mix two documents half the time; both formats learn the classes to the ceiling at "
                   "this size", checkable=False),
-    # ALBERT's argument (NSP is solved by topic and misses the order) does not hold here with certainty: NSP's
-    # negatives come from a random stage, so NSP alone learns the stage order on some seeds (language 0: order probe
-    # 0.51, 0.79, 0.72; held-out SOP accuracy 0.57-0.84) against SOP's 0.92-1.00, and a 3-seed interval spans 0.
+    # ALBERT's argument (NSP is solved by topic and misses the order; Lan et al. 2020) does not hold here with
+    # certainty: NSP's negatives come from a random stage, so NSP alone learns the stage order on some seeds,
+    # though less well than SOP, and a 3-seed interval spans 0. docs/known-answers.md, "The effects".
     PlantedEffect("SOP instead of NSP on order (sop_only - nsp_only)", {"sop_only": 1.0, "nsp_only": -1.0}, ORDER,
                   +1, "NSP's negatives at a random stage show the order too: NSP alone learns it on some seeds",
                   checkable=False),

@@ -238,8 +238,8 @@ def curves_figure(points):
     """A row of panels per contrast of the primary family (the other contrasts when it has none), a panel per
     reading (fine-tuned, probe, probe at N labels): each task's estimate against pretraining tokens (log axis,
     ticks at the points read) with its interval as a band, a filled marker where the rule across points
-    (``analysis.curves``) resolves it, and none at zero. A task keeps its colour in every panel; fifteen rows in
-    one panel repeated colours and hid each other."""
+    (``analysis.curves``) resolves it, and none at zero. A task keeps its colour in every panel; every row in
+    one panel would repeat colours and hide rows behind each other."""
     from analysis.contributions import split_label
     from analysis.curves import curve_rows, tokens_text
 

@@ -14,7 +14,7 @@ variant-seed effect (sd of a). Where the draw comes from is ``SimDesign.draws``:
 
     nested       D = (p, f): derived from the pretraining seed and f (``trainables.finetune``'s design);
                  every variant of seed p shares it, other seeds draw anew
-    crossed      D = f: one draw per fine-tuning seed for every run (the design before the nested one);
+    crossed      D = f: one draw per fine-tuning seed for every run (the shared-draw alternative);
                  the multibootstrap does not resample it, so its interaction is never counted
     independent  no draw effect (e = h = 0): only independent fine-tuning noise c
 

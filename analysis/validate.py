@@ -18,7 +18,7 @@ the report's two families (the primary question, ``analysis.contrasts.PRIMARY``,
 adjusted on its own as the report adjusts them. ``--draws`` sets where the fine-tuning
 draw (subset, head init, data order) comes from, with a variant x draw interaction as large as the
 variant-seed effect: ``nested`` (default; the design ``trainables.finetune`` runs: derived from the
-pretraining seed and f), ``crossed`` (one draw per f for every run, the earlier design: it undercovers,
+pretraining seed and f), ``crossed`` (one draw per f for every run, the shared-draw alternative: it undercovers,
 because the bootstrap never resamples the draw) or ``independent`` (no draw effect).
 
 Power: designs with a known difference (two variants, seed spread sd_seed) at P pretraining seeds;
@@ -160,7 +160,7 @@ class CurveShapeResult:
     n: int  # simulated curves
     fwer: float  # share of curves with a false call (a null row called at any point) under the rule
     fwer_upper: float  # its one-sided 95% Clopper-Pearson upper bound
-    fwer_by_own_points: float  # the same curves judged by the rule before: each row at 0.05 / its own points
+    fwer_by_own_points: float  # the same curves judged by the alternative rule: each row at 0.05 / its own points
     seconds: float
     true_detected: float = float("nan")  # share of the true rows called positive at some point (the rule's power)
 
@@ -245,8 +245,8 @@ class PowerPoint:
     seed_var_ratio: float  # mean estimated seed_var / true seed part (1 = the split is unbiased)
 
 
-# (label, effect, sd_seed, pretraining seeds): the default design (MLM effect +0.16 at 3
-# seeds over a range of seed spreads), and a small effect whose seeds-to-resolve is predicted.
+# (label, effect, sd_seed, pretraining seeds): the default design (MLM effect +0.16 at 3 seeds, over
+# a range of seed spreads), and a small effect whose seeds-to-resolve is predicted.
 POWER_DESIGNS = [("default, +0.16", 0.16, sd, 3) for sd in (0.02, 0.04, 0.06, 0.08, 0.10)]
 SEEDS_DESIGN = ("seeds to resolve +0.05", 0.05, 0.04)
 POWER_EXAMPLES = 500

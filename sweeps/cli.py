@@ -19,13 +19,14 @@ from trainables.presets import PRESETS, build_config
 PRESET_DEFAULTS: dict[str, dict] = {
     "smoke": dict(seeds=2, finetune_seeds=1),
     # the probe beside fine-tuning where it is a small part of the job: at laptop budgets it reads an encoder before
-    # fine-tuning can (it saw MLM on topic at ~6 M tokens, fine-tuning did not)
+    # fine-tuning can (on topic the probe shows MLM's effect where fine-tuning does not: docs/presets.md)
     "cpu-small": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),
-    # six seeds of one comparison, not three of two: three left MLM's probe effect borderline (docs/presets.md)
+    # six seeds of one comparison, not three of two: three leave MLM's probe effect borderline (docs/presets.md)
     "cpu-long": dict(seeds=6, finetune_seeds=1, modes=("finetune", "probe")),
-    "known-answer": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),  # sweeps/known_answer.py: its gate ~5 minutes on 2 cores (--all-effects ~20)
+    # sweeps/known_answer.py: its gate, sized for 2 cores
+    "known-answer": dict(seeds=3, finetune_seeds=1, modes=("finetune", "probe")),
     # the GPU presets probe too: it reads the snapshots they keep (run.snapshots), and the end's probe closes each
-    # curve; seconds per read on a GPU
+    # curve; a read costs little beside a fine-tuning
     "gpu-quick": dict(seeds=5, finetune_seeds=1, gpus_per_trial=0.25, cpus_per_trial=4, modes=("finetune", "probe")),
     "bert-mini": dict(seeds=5, finetune_seeds=2, gpus_per_trial=0.5, cpus_per_trial=4, modes=("finetune", "probe")),
     "bert-small": dict(seeds=3, finetune_seeds=2, gpus_per_trial=1, cpus_per_trial=8, modes=("finetune", "probe")),

@@ -1,9 +1,9 @@
 """The instrument check: the whole pipeline on a planted language whose answers are known.
 
-    python sweeps/known_answer.py                       # the gate: ~5 minutes on 2 CPU cores; exit 1 if it fails
-    python sweeps/known_answer.py --all-effects         # every planted effect, the ungated too: ~17-21 minutes
+    python sweeps/known_answer.py                       # the gate, on 2 CPU cores; exit 1 if it fails
+    python sweeps/known_answer.py --all-effects         # every planted effect, the ungated too
     python sweeps/known_answer.py --seeds 5 --plan      # what it costs, without running it
-    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages (~25 minutes)
+    python sweeps/known_answer.py --languages 5         # the frozen rule on 5 new languages
     python sweeps/known_answer.py --sabotage            # must FAIL: fine-tuning and the probe ignore the checkpoint
 
 Data (``data.corpus=planted:seed=K``: ``trainables.data.planted``, language K) -> preparation ->
@@ -44,16 +44,16 @@ PRESET = "known-answer"
 VARIANTS = "none,mlm_only,mlm_pairs,nsp_only,full,sop_only"  # the variants the planted effects name
 FINETUNE_TASKS = ("planted_lexical", "planted_discourse", "planted_null")  # fine-tuned; every one is also probed
 DEFAULTS: dict[str, dict] = {}  # nothing of its own: seeds per preset are sweeps.cli.PRESET_DEFAULTS
-# Languages and pretraining seeds never used while the check was designed. Protocol 1 was designed on languages
-# 0-2 at seeds 0-2 and replicated on languages 101-105 at seeds 3-5, where SOP's effect failed; protocol 2 (SOP's
-# effect not checkable, all else unchanged) was designed on those (and seed 9 of language 101: docs/known-answers.md)
-# and replicated on languages 106-110 at seeds 6-8, where MLM over NSP alone failed; protocol 3 (that contrast not
-# checkable either, all else unchanged) was designed on those, so its replication starts at language 111, seed 9.
+# Languages and pretraining seeds never used while the check was designed: a replication on data that shaped the
+# rule is no evidence for it. Each protocol's replication data became the next protocol's design data, so
+# protocols 1-3 were designed on languages 0-2 and 101-110 at seeds 0-8 (and seed 9 of language 101);
+# docs/known-answers.md says which protocol used which. Protocol 3's replication starts at language 111, seed 9.
 PROTOCOL = 3
 REPLICATION_LANGUAGES = tuple(range(111, 131))
 REPLICATION_FIRST_SEED = 9
 # A sabotaged check reads no pretrained weight (each variant and seed gets a fresh encoder), so it spends no new
-# language: the negative switch runs on languages from 106 on, at seeds from 6 on (where it was started).
+# language: the negative switch runs on languages from 106 on, at seeds from 6 on, fixed so that a rerun repeats
+# the checks docs/known-answers.md reports.
 SABOTAGE_LANGUAGES = tuple(range(106, 126))
 SABOTAGE_FIRST_SEED = 6
 SABOTAGE = ["finetune.init=random", "optim.max_steps=1"]

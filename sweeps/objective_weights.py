@@ -37,7 +37,7 @@ from trainables.config import ConfigError, ExperimentConfig  # noqa: E402
 # What is this script's own at each preset: the search and the best mix (seeds, GPUs and CPUs per trial come
 # from sweeps.cli.PRESET_DEFAULTS; sized by measurement on 2 cores, docs/presets.md: fewer, longer runs).
 # The instrument check (--check) runs first wherever it is a small part of the job; not at smoke (the plumbing in
-# a minute or two, which the check would triple) nor at gpu-quick (a quarter hour of one GPU, and the check's
+# a minute or two, which the check would outlast) nor at gpu-quick (a quarter hour of one GPU, and the check's
 # trials are CPU trials at its own preset).
 DEFAULTS = {
     "smoke": dict(num_samples=4, check=False),
@@ -50,7 +50,7 @@ DEFAULTS = {
                       preset_rule="docs/rules/cpu-small.toml"),
     # Two cores, over an hour: no search; MLM's effect over none alone (mlm_only; none costs no pretraining) over six
     # pretraining seeds, each run ~30 M tokens, past where the effect first shows on real text (docs/presets.md).
-    # Three seeds of full and mlm_only left it borderline; NSP's loss effect needs full and mlm_pairs too: --variants
+    # Three seeds of full and mlm_only leave it borderline; NSP's loss effect needs full and mlm_pairs too: --variants
     # full,mlm_only,mlm_pairs,none (18 pretraining runs at six seeds: a GPU's job).
     "cpu-long": dict(num_samples=0, measure_best_mix=False, check=True, variants="mlm_only,none"),
     # One H200: eight search trials, four at a time on the shared GPU; the best mix is measured over the seeds.

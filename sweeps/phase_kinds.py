@@ -47,8 +47,8 @@ SNAPSHOT_READS = ("probe", "all")
 
 
 def snapshot_modes(of_mode: dict[str, list[str]], reads: str = "probe") -> dict[str, list[str]]:
-    """The modes that read snapshots (``--snapshot-reads``): the probe ones (seconds per read), or ``all`` of them,
-    fine-tuning included, which costs each snapshot what a run's own fine-tuning costs."""
+    """The modes that read snapshots (``--snapshot-reads``): the probe ones (cheap: a frozen encoder), or ``all``
+    of them, fine-tuning included, which costs each snapshot what a run's own fine-tuning costs."""
     if reads not in SNAPSHOT_READS:
         raise ValueError(f"--snapshot-reads {reads!r} is not valid; allowed: {', '.join(SNAPSHOT_READS)}")
     return dict(of_mode) if reads == "all" else {mode: ts for mode, ts in of_mode.items() if mode.startswith("probe")}

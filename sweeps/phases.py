@@ -84,7 +84,7 @@ def pretrain_resources(args) -> dict[str, float]:
 def finetune_resources(args) -> dict[str, float]:
     """A fine-tuning trial is one process on one device: the CPUs of a one-worker trial and at most one GPU (a
     fraction where trials share one). A DDP pretraining trial's --gpus-per-trial (8 over 8 workers) held for
-    one fine-tuning process left 7 of them idle and ran one fine-tuning trial per 8-GPU node."""
+    one fine-tuning process would leave 7 of them idle and run one fine-tuning trial per 8-GPU node."""
     gpus = min(args.gpus_per_trial, 1.0)
     return {"CPU": args.cpus_per_trial, **({"GPU": gpus} if gpus else {})}
 

@@ -30,11 +30,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainables.hardware import PLANNER_PEAK_BF16_TFLOPS as PEAK_BF16_TFLOPS  # one table with the bench
-# Measured on cpu-small (2 cores, the main job's log): a trial's start-up, final evaluation and checkpoint; a
-# search evaluation's fixed part (checkpoint, held-out metrics, loading the probe tasks, the logistic fits).
+# What the rate does not cover, set from the main job's log on cpu-small (2 cores): a trial's start-up, final
+# evaluation and checkpoint; a search evaluation's fixed part (checkpoint, held-out metrics, loading the probe
+# tasks, the logistic fits).
 TRIAL_OVERHEAD_S = {"pretrain": 12.0, "finetune": 5.0}
 EVAL_OVERHEAD_S = 12.0
-# Fine-tuning reaches less of the pretraining step's rate: dropout (13% on cpu-small) and short sequences.
+# Fine-tuning reaches less of the pretraining step's rate: its dropout (cpu-small pretrains without) and short
+# sequences.
 FINETUNE_RATE_FACTOR = 0.85
 # The per-step latency floor on an accelerator (assumed, not measured here): an eager training step launches
 # KERNELS_FIXED (embeddings, heads, losses, clipping, the fused AdamW) + KERNELS_PER_LAYER per encoder layer
@@ -416,8 +418,7 @@ def search_rungs(num_samples: int) -> int:
 def asha_fraction(num_samples: int, rungs: int = ASHA_RUNGS, reduction: int = 2) -> float:
     """Expected share of the full budget a search trial trains under ASHA (``rungs`` evenly spaced): the
     first trial always runs it all (a rung has nothing to compare it with), a later one survives each
-    rung with probability 1 / reduction. Observed on cpu-small: 4 trials trained 50% of 4 budgets, 3 trials
-    all of theirs."""
+    rung with probability 1 / reduction."""
     if not num_samples:
         return 0.0
     later = sum((1.0 / reduction) ** r for r in range(rungs)) / rungs

@@ -41,8 +41,8 @@ class Progress(tune.Callback):
     def __getstate__(self) -> dict:
         """Tune pickles its callbacks with the experiment (``tuner.pkl``, for ``--resume``). The stream and the
         live bar belong to this process and are left out: a notebook's or a test's captured stream cannot be
-        pickled, and the sweep failed at its first phase when run from one. An unpickled Progress writes to
-        ``sys.stdout``."""
+        pickled, and pickling it would fail a sweep run from one at its first phase. An unpickled Progress
+        writes to ``sys.stdout``."""
         return {**self.__dict__, "out": None, "_bar": None}
 
     def __setstate__(self, state: dict) -> None:
@@ -50,8 +50,8 @@ class Progress(tune.Callback):
         if live is not None:
             # --resume: Tune restores the callbacks it pickled when the phase first started and sends its events
             # to that copy, not to the Progress this process built and began the phase on. The copy's phase
-            # start was the first run's, so its ETA counted hours the driver was not running (a resumed
-            # fine-tuning read "ETA 4016:12"). Share the live object's state: one set of counts and times.
+            # start is the first run's, so its ETA would count the hours the driver was not running. Share the live
+            # object's state: one set of counts and times.
             self.__dict__ = live.__dict__
             return
         self.__dict__.update(state, out=state.get("out") or sys.stdout)
@@ -104,9 +104,8 @@ class Progress(tune.Callback):
 
     def eta(self) -> float:
         """Seconds left in the phase: the plan's while it has time left, then the pace of finished trials. A
-        phase's trials differ in cost (``none`` trains nothing, a probe reads in seconds beside a fine-tuning
-        of minutes), so the pace of the first few says little: after the first of twelve pretraining runs it
-        read 232 minutes for a phase that took 52."""
+        phase's trials differ in cost (``none`` trains nothing, a probe is cheap beside a fine-tuning), so the
+        pace of the first few says little about the rest: the first to end may be the cheapest or the dearest."""
         c, start = self._c(), self.times.get(self.phase, [time.time()])[0]
         elapsed, done = time.time() - start, c["finished"] + c["stopped"] + c["failed"]
         total = self.totals.get(self.phase, 0)

@@ -41,8 +41,9 @@ DEFAULTS = {"smoke": dict(num_samples=4, seeds=1, finetune_seeds=0),
             "gpu-quick": dict(num_samples=16, seeds=2, finetune_seeds=0),
             **{p: dict(num_samples=8, seeds=2, finetune_seeds=0) for p in ("bert-mini", "bert-small", "bert-base")}}
 # Ranges around the presets' recipes and the literature's: peak rates from RoBERTa's 6e-4 to cramming's ~1e-3 and
-# the few-layer models' 2e-3-5e-3; batches of 8-64 sequences (more, smaller updates paid at ~6 M tokens on two
-# cores: docs/pretraining-recipes.md); mask ratios 0.10-0.40 (Wettig et al. 2023); warmup 0-20% of the steps.
+# the few-layer models' 2e-3-5e-3; batches of 8-64 sequences (more, smaller updates pay off at a small token
+# budget on two cores: docs/pretraining-recipes.md); mask ratios 0.10-0.40 (Wettig et al. 2023); warmup 0-20%
+# of the steps.
 SPACE = {"optim.lr": ("loguniform", 3e-4, 5e-3), "optim.batch_size": ("choice", 8, 16, 32, 64),
          "objective.mask_ratio": ("uniform", 0.10, 0.40), "optim.warmup_frac": ("uniform", 0.0, 0.2)}
 
@@ -93,7 +94,7 @@ def search_phase(ctx: Context) -> Phase:
     search_cfg = cfg.replace(run=replace(cfg.run, seed=phases.search_seed(cfg)))
     searcher = OptunaSearch(metric=METRIC, mode="max", points_to_evaluate=[baseline_point(cfg)],
                             sampler=TPESampler(seed=cfg.run.seed, n_startup_trials=max(args.num_samples // 2, 1)))
-    # tokens_seen counts real tokens, ~0.9 of the slots on the built-in corpus: the rungs are set a little early
+    # tokens_seen counts real tokens, fewer than the slots (short segments, padding): the rungs are set a little early
     asha = ASHAScheduler(time_attr="tokens_seen", metric=METRIC, mode="max", max_t=int(tokens),
                          grace_period=int(0.8 * rung), reduction_factor=2)
     return Phase("search", phases.flatten(pretrain_trainable),

@@ -112,8 +112,8 @@ def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: Progr
         tuner = tune.Tuner(
             trainable, param_space=phase.param_space,
             # reuse_actors: a finished trial's process runs the phase's next trial instead of a new process
-            # importing torch, transformers and the project again (~5 s of CPU each; a smoke phase's trials
-            # train for under a second). Safe because a trial's core sets everything it depends on itself:
+            # importing torch, transformers and the project again (that import costs more CPU than a smoke
+            # phase's trial spends training). Safe because a trial's core sets everything it depends on itself:
             # its seeds, threads and device (a run made after another in the same process trains the same bits:
             # tests/trainables/test_pretrain.py, tests/test_finetune.py)
             tune_config=tune.TuneConfig(num_samples=phase.num_samples, search_alg=phase.search_alg,
@@ -190,10 +190,10 @@ def configure_logging(quiet: bool, verbose: bool = False) -> None:
     root.addHandler(console)
     for noisy in ("ray", "transformers", "datasets", "filelock", "urllib3", "optuna"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not verbose else logging.INFO)
-    # Tune's "The `choose_trial_to_run` operation took 0.775 s, which may be a performance bottleneck": its own
+    # Tune's "The `choose_trial_to_run` operation took ... s, which may be a performance bottleneck": its own
     # loop timed while the trials hold every core, as they should; Ray prints it through its own handler
     logging.getLogger("ray.tune.utils.util").setLevel(logging.INFO if verbose else logging.ERROR)
-    # --resume: "Failed to fetch metrics for 21 trial(s) ... result.json and progress.csv were not found", a line
+    # --resume: "Failed to fetch metrics for N trial(s) ... result.json and progress.csv were not found", a line
     # per trial that had not reported when the first driver stopped; they run now, as they should
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.INFO if verbose else logging.ERROR)
     import optuna

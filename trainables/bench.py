@@ -316,8 +316,8 @@ def measured_peaks(cfg, batches) -> dict:
 
 
 def _sig(x: float, digits: int = 4) -> float:
-    """``x`` to significant digits, not decimals: a smoke model's MFU is ~1e-4 and emulated bf16's peak ~1e-3
-    TFLOP/s, where fixed decimals would lose the figure or skew ratios taken from it."""
+    """``x`` to significant digits, not decimals: a smoke model's MFU and emulated bf16's peak in TFLOP/s lie
+    orders of magnitude below 1, where fixed decimals would lose the figure or skew ratios taken from it."""
     return float(f"{x:.{digits}g}")
 
 

@@ -70,8 +70,8 @@ def code_version() -> str:
 
 def device_rng_state(device: torch.device | None) -> torch.Tensor | None:
     """The generator state of the one GPU this process trains on (None off CUDA). Only that one: a Ray Train
-    worker sees every GPU of its node, and ``get_rng_state_all`` saved them all, so a resume on a node with
-    fewer GPUs (a preempted spot node's trial moved elsewhere) failed in ``set_rng_state_all`` (IndexError)."""
+    worker sees every GPU of its node, and saving them all (``get_rng_state_all``) would make a resume on a node
+    with fewer GPUs (a preempted spot node's trial moved elsewhere) fail in ``set_rng_state_all`` (IndexError)."""
     if device is None or device.type != "cuda":
         return None
     return torch.cuda.get_rng_state(device)

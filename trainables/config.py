@@ -366,7 +366,7 @@ class FinetuneConfig:
     def rates(self) -> tuple[float, ...]:
         """The learning rates fine-tuning tries, ascending: the grid, or the one rate. Ascending, so that a seed's
         choice (the first rate best on dev) breaks ties toward the lower rate, as the export's does
-        (finetune.selection.chosen_rates); a grid written in another order broke them differently."""
+        (finetune.selection.chosen_rates); a grid written in another order would break them differently."""
         return tuple(sorted(float(x) for x in self.lr_grid.split(",") if x.strip())) or (self.lr,)
 
     @property

@@ -8,7 +8,7 @@ and the sweep planner's ``--hardware`` use; and the CUDA MPS control daemon (``m
 
 Names are matched exactly (after folding case and whitespace), never by substring: "NVIDIA L40S"
 contains "L4" (a third of its rate) and "NVIDIA H100 PCIe" contains "H100" (the SXM part is 31% faster),
-so a substring match overstated MFU by up to 3x. An unknown name gives None: MFU is then reported as
+so a substring match would overstate MFU by up to 3x. An unknown name gives None: MFU is then reported as
 unknown rather than guessed. Every figure is the vendor's dense number (the datasheets print the 2:4
 structured-sparsity number first; dense is half of it), which is what a BERT step can use.
 """

@@ -8,8 +8,8 @@ seed, so every variant and seed is measured on exactly the same inputs, in every
   inputs, the pair head's NSP and SOP accuracy (chance for a variant that never trained it: the point
   of the measurement), ELECTRA's replaced-token detection;
 * a representation-collapse diagnostic: mean pairwise cosine similarity of token vectors and of
-  [CLS] vectors on single-segment held-out text; ``collapsed`` when either is near 1 (a pilot saw
-  ``nsp_only`` collapse to 1.000: every vector the same).
+  [CLS] vectors on single-segment held-out text; ``collapsed`` when either is near 1 (a collapsed
+  encoder gives every input the same vector).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 We keep HF's module tree (``bert``, ``cls.predictions``, ``cls.seq_relationship``) so checkpoints load
 with the Auto classes and ``pipeline("fill-mask")``, but call the pieces ourselves: MLM logits are
-computed only at masked positions (2-3x faster on CPU than full-vocabulary logits), the pair head only
-when a pair loss is on, and the model returns outputs, never losses (``trainables.objectives`` does).
+computed only at masked positions (full-vocabulary logits at every position cost far more, for positions no
+loss reads), the pair head only when a pair loss is on, and the model returns outputs, never losses
+(``trainables.objectives`` does).
 """
 
 from __future__ import annotations

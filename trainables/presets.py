@@ -28,8 +28,8 @@ HUB_CORPUS = "hub:wikimedia/wikipedia:20231101.en"
 from trainables.overrides import apply_overrides
 
 # Where the longer presets keep their encoder (run.snapshots): log-spaced shares of the run, each probed, so every
-# contrast is also a curve over pretraining tokens (analysis/curves.py). Off at smoke and cpu-small, whose 160
-# steps would make them meaningless.
+# contrast is also a curve over pretraining tokens (analysis/curves.py). Off at smoke and cpu-small, whose runs
+# are too short for a curve to mean anything.
 SNAPSHOTS = "0.0625,0.125,0.25,0.5"
 
 
@@ -54,15 +54,15 @@ def _preset_cpu_small() -> ExperimentConfig:
     return ExperimentConfig(
         preset="cpu-small",
         # No dropout while pretraining, as cramming (Geiping & Goldstein 2023) in its budgeted regime: under one epoch
-        # it does not regularise, and it cost a third of the step here (dropout masks, and the math attention path
-        # instead of the fused one). Fine-tuning keeps BERT's 0.1 (finetune.dropout).
+        # it does not regularise, and it slows the step (dropout masks, and the math attention path instead of the
+        # fused one: docs/presets.md). Fine-tuning keeps BERT's 0.1 (finetune.dropout).
         model=ModelConfig(vocab_size=8192, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
                           max_position=128, dropout=0.0),
         data=DataConfig(seq_len=128),
         # 1,200 steps (~4.5 M tokens, under one pass over the corpus), linear decay to zero so the end is annealed:
-        # past the first points where cpu-long's curve called MLM's effect (the POS probe at 1.9 M tokens, the
-        # average probe at 100 labels at 3.7 M, both mid-schedule), in the pretraining time the main job can spend
-        # on four mlm_only runs (docs/presets.md: the pilot that sized it).
+        # past the first points where cpu-long's curve calls MLM's effect (the POS probe, then the average probe
+        # at 100 labels, both mid-schedule), in the pretraining time the main job can spend on four mlm_only runs
+        # (docs/presets.md says how it was sized).
         optim=OptimConfig(lr=1e-3, batch_size=32, max_steps=1200),
         # ner and headline_match are left out: no variant, none included, learns them at this budget.
         # The fair protocol: the rate and the epoch chosen on dev per (run, task), as cpu-long; 500 labels per
@@ -84,11 +84,11 @@ def _preset_cpu_small() -> ExperimentConfig:
 
 
 def _preset_cpu_long() -> ExperimentConfig:
-    # cpu-small's encoder trained long enough to leave the word-frequency stage, read fairly: the one recipe measured
-    # on 2 cores to pass 15% held-out MLM accuracy is this model past ~20 M tokens (docs/pretraining-recipes.md: 13%
-    # at ~15 M tokens, 17% at ~24 M); at 6,400 steps (~24 M) one run in six stayed at 13.9%, so 8,000 (~30 M) leave
-    # a margin. Fine-tuning at the rate and epoch chosen on dev. The main job measures mlm_only and none
-    # (sweeps.objective_weights.DEFAULTS).
+    # cpu-small's encoder trained long enough to leave the word-frequency stage, read fairly: on 2 cores the one
+    # recipe that passes 15% held-out MLM accuracy is this model trained for ~20 M tokens or more
+    # (docs/pretraining-recipes.md), and at 6,400 steps (~24 M) not every seed passes it (docs/presets.md), so
+    # 8,000 (~30 M) leave a margin. Fine-tuning at the rate and epoch chosen on dev. The main job measures
+    # mlm_only and none (sweeps.objective_weights.DEFAULTS).
     base = _preset_cpu_small()
     return base.replace(
         preset="cpu-long",
@@ -114,16 +114,16 @@ def _preset_gpu_quick() -> ExperimentConfig:
         # lr 1e-3 at batch 128 is twice ELECTRA-Small's 5e-4 at the same batch (Clark et al. 2020, Table 6), kept
         # on purpose: this encoder is 4 layers deep, not 12 (a post-LN encoder's stable peak rate falls with
         # depth: Xiong et al. 2020), and 2,000 steps are a short, budgeted schedule, where cramming (Geiping &
-        # Goldstein 2023) peaks at 1e-3 too. cpu-small (2 layers) trains at 1e-3 as well.
-        # Unmeasured on a GPU so far: the first gpu-quick run should compare --set optim.lr=5e-4.
+        # Goldstein 2023) peaks at 1e-3 too. cpu-small (2 layers) trains at 1e-3 as well. On a GPU the choice can be
+        # tested against ELECTRA-Small's rate: --set optim.lr=5e-4.
         optim=OptimConfig(lr=1e-3, batch_size=128, max_steps=2000, warmup_frac=0.06),
         # head="pooler": BERT's fine-tuning, so classification's full - mlm_pairs includes NSP's trained pooler;
         # --set finetune.head=cls (a fresh dense+tanh on [CLS], RoBERTa's) measures the NSP loss without it.
         finetune=FinetuneConfig(epochs=3, lr=3e-4, lr_grid="1e-4,3e-4,1e-3", batch_size=32, max_len=128,
                                 qa_max_len=128, qa_doc_stride=64, max_train_examples=2000, max_eval_examples=1000,
                                 probe_max_train=2000, head="pooler"),
-        # the encoder kept at 1/16-1/2 of the run and probed (MLM's effect as a curve over tokens); the plan prices
-        # the reads at ~3 of its ~12 minutes on an H200, mostly trial start-up
+        # the encoder kept at 1/16-1/2 of the run and probed (MLM's effect as a curve over tokens); --plan prices the
+        # reads, mostly trial start-up
         run=RunConfig(log_every=100, eval_every=500, eval_batches=16, checkpoint_every=500, precision="bf16",
                       snapshots=SNAPSHOTS),
     )

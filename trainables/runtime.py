@@ -210,8 +210,8 @@ def set_allocator(choice: str) -> Allocator:
 
     With glibc's defaults a step's large temporaries (the MLM logits of every masked position, the attention
     scores, the FFN's activations) are handed back to the kernel when freed and faulted in again, page by
-    page, by the next step: ~11,000 page faults per cpu-small bf16 step at 2 threads, where the loop ran a
-    median 1.08x faster without them (no faster at 1 thread; docs/benchmarks.md).
+    page, by the next step; at 2 threads those faults cost the loop time, at 1 they do not (docs/benchmarks.md,
+    the allocator rule).
     Process-wide and permanent once set (mallopt cannot be undone): a later ``system`` is told so. Numerics do not change: the same step gives the same bits either way."""
     global _allocator_set
     if choice not in ALLOCATORS:
@@ -263,10 +263,10 @@ def autocast(device: torch.device, precision: str):
 def sdpa_fp32_on_cpu(module, query, key, value, attention_mask, **kwargs):
     """transformers' SDPA attention, in fp32 under a CPU's bf16 autocast (unchanged everywhere else).
 
-    torch's CPU flash attention is slower in bf16 than in fp32 at BERT's shapes: at sequence 128 and head
-    width 64 its backward took 2.3x as long (forward and backward 31 ms against 18 ms with the casts, one
-    thread, batch 32, 2 heads; as fast at sequence 512), a quarter of a cpu-small bf16 step. In fp32 it is
-    also the more exact. The casts are of (B, heads, T, d) activations, a few percent of the attention."""
+    torch's CPU flash attention is slower in bf16 than in fp32 at BERT's short sequences (as fast at 512),
+    and attention is a large part of a cpu-small bf16 step (docs/benchmarks.md, bf16 beside fp32 on a CPU).
+    In fp32 it is also the more exact. The casts are of (B, heads, T, d) activations, cheap beside the
+    attention."""
     if query.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
         return _HF_SDPA(module, query, key, value, attention_mask, **kwargs)
     if attention_mask is not None and attention_mask.is_floating_point():
@@ -293,7 +293,7 @@ def enable_tf32(device: torch.device, deterministic: bool = False) -> bool:
     ``cudnn.allow_tf32``, the API that ``torch.compile``'s inductor reads back
     (``torch.get_float32_matmul_precision()`` when it autotunes): setting only the newer per-backend
     ``fp32_precision`` leaves torch in a "mix of the legacy and new APIs" state in which that getter and
-    ``torch.backends.cuda.matmul.allow_tf32`` raise (torch 2.10-2.13), so a compiled run failed."""
+    ``torch.backends.cuda.matmul.allow_tf32`` raise (torch 2.10-2.13), so a compiled run would fail."""
     if device.type != "cuda":
         return False
     torch.set_float32_matmul_precision("highest" if deterministic else "high")

@@ -5,7 +5,7 @@ read by held-out MLM accuracy at the fixed 15% evaluation mask.
     python -m trainables.schedules --preset cpu-small --steps 1600 --shares 0.25,0.5 --seed 0
 
 A mid-run state of a linear schedule has not annealed: its learning rate is still high. Whether that reads
-lower or higher than a run that ends at that budget depends on the regime: at cpu-small's budgets it read
+lower or higher than a run that ends at that budget depends on the regime: at cpu-small's budgets it reads
 higher (a short linear run spends half its steps below half the peak rate while the model is far from
 converged) and level with the WSD branch (docs/statistics.md has the table). A WSD branch decays to zero at k on the batches the long
 run trains next, so it should read like the run of k steps (tests/trainables/test_snapshots.py shows the

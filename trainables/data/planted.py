@@ -21,8 +21,9 @@ class; a document keeps one class, drawn apart from its topic. So:
   another topic's? Both labels share the class and B is one stage after A; A's topic words come from one
   half of its topic and B's from the other half of its own, so no word is shared by topic; train and test
   use disjoint topics and disjoint stage markers. Only which words belong to one topic, learned in
-  pretraining from their co-occurrence, tells. (Before version 7 the negatives came from a document of
-  another topic and class: the overlap rule "A and B share a frame word" scored 0.94.)
+  pretraining from their co-occurrence, tells. (Negatives from a document of another topic and class would
+  differ in their frame words too, and the overlap rule "A and B share a frame word" would solve the task:
+  docs/known-answers.md.)
 * **order** (SOP's, against NSP's): two consecutive sentences of one document, in order or swapped. Only
   the stage markers tell, and the test uses marker synonyms the train split never shows. NSP's negatives
   come from other documents, so topic alone solves NSP and it never needs the order (ALBERT's argument).
@@ -60,8 +61,8 @@ class PlantedLanguage:
     seed: int = 0
     classes: int = 8  # latent lexical classes; the lexical label is the class group (class % 2)
     content_words: int = 48  # per class: 24 for the task's train split, 12 dev, 12 test (96 unseen test words:
-    # with 48, which way their random embeddings happened to lean moved an untrained encoder's lexical probe from
-    # 0.36 to 0.71 across seeds, too wide for a 3-seed interval of mlm_only - none)
+    # with fewer, which way their random embeddings happen to lean moves an untrained encoder's lexical probe too
+    # far across seeds for a 3-seed interval of mlm_only - none)
     frame_words: int = 3  # per class
     topics: int = 12  # the discourse task trains on half of them and tests on the other half
     topic_words: int = 6  # per topic; a sentence carries three
@@ -106,7 +107,7 @@ class PlantedLanguage:
         """One document: n sentences "marker (topic frame content) x3 frame content marker." (one draw per
         array). The document has one lexical class, drawn apart from its topic: its content and frame words
         co-occur throughout it, the way topic words do, which MLM learns within this budget (a class shown
-        only by the adjacent word needs position-specific attention, which 1,200 steps did not teach)."""
+        only by the adjacent word needs position-specific attention, which the check's budget does not teach)."""
         w = self._words
         markers = w["stage"] if stage_pool is None else stage_pool
         n = int(rng.integers(self.sentences[0], self.sentences[1] + 1))

@@ -317,7 +317,7 @@ def _quiet_ray_data(ctx, interactive: bool | None = None):
     lines ("preparing ...", "prepared ...") say what happens. On a terminal its progress bars stay."""
     interactive = sys.stdout.isatty() if interactive is None else interactive
     with contextlib.ExitStack() as stack:
-        # "Dataset ... execution finished in 8.21 seconds": Ray Data's own handler prints it even on a terminal;
+        # "Dataset ... execution finished in N seconds": Ray Data's own handler prints it even on a terminal;
         # the preparation's "prepared ..." line (in the run's log) says the same
         stack.enter_context(_logger_level("ray.data._internal.execution.streaming_executor", logging.WARNING))
         if not interactive:

@@ -161,18 +161,18 @@ def random_spans(corpus: PreparedCorpus, docs: np.ndarray, own: np.ndarray, star
     """(start, end) of NSP's random spans B' for the spans B = [start, end) of documents ``own``: from another
     of ``docs``, exactly B's length, and placed as B is relative to sentence boundaries.
 
-    B's length: a row's length says nothing of its label (cut at the other document's end, negatives were
-    shorter: lengths alone predicted NSP at 0.531), and NSP batches are as often unpadded as SOP's.
+    B's length: a row's length says nothing of its label (cut at the other document's end, negatives would
+    be shorter, and lengths alone would predict NSP), and NSP batches are as often unpadded as SOP's.
     Placed as B: B is cut from a run of whole sentences, ``head`` tokens after its first sentence start and
-    ``tail`` before its last boundary (``boundary_offsets``; trimming and split points put B mid-sentence
-    about half of the time). B' is cut at the same head and tail from a run of whole sentences of another
+    ``tail`` before its last boundary (``boundary_offsets``; trimming and split points often put B
+    mid-sentence). B' is cut at the same head and tail from a run of whole sentences of another
     document exactly as long (head + B + tail), drawn uniformly over the runs whose first sentence is longer
     than head and last longer than tail. So B' starts at a sentence start exactly when B does, ends at a
     boundary exactly when B does, and opens with a ``##`` piece as often as a cut at that offset does: a B'
-    that always opened a sentence (and so seldom ended at one) let a logistic regression on those three
-    features read 0.97 of the labels of the built-in corpus (tests/data/test_nsp_negatives.py). A row no
-    run can place (no other document has a run of its length with room for its head and tail: 0.5% of
-    the built-in corpus's rows, most rows of a tiny corpus) starts at a sentence start (``random_segments``)."""
+    that always opened a sentence (and so seldom ended at one) would let a logistic regression on those three
+    features read the labels (tests/data/test_nsp_negatives.py checks that it cannot). A row no run can
+    place (no other document has a run of its length with room for its head and tail: a few rows of the
+    built-in corpus, most rows of a tiny corpus) starts at a sentence start (``random_segments``)."""
     if not len(start):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     offsets = np.asarray(corpus.sentences)
@@ -192,7 +192,7 @@ def random_spans(corpus: PreparedCorpus, docs: np.ndarray, own: np.ndarray, star
         last_longer = (tail[rows] == 0) | (e - offsets[np.maximum(k - 1, 0)] > tail[rows])
         return inside & at_boundary & first_longer & last_longer
 
-    pick, found = _draw_starts(by_room, own, run, rng, placed_as_b, rounds=1024)  # ~3% of draws take: a run
+    pick, found = _draw_starts(by_room, own, run, rng, placed_as_b, rounds=1024)  # few draws pass: many rounds
     r0 = offsets[sent[pick]] + head
     if not found.all():
         log.debug("NSP: %d of %d random spans not placed as B (no run of their length): at a sentence start",

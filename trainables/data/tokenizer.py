@@ -6,9 +6,9 @@ The tokenizer is a ``transformers.BertTokenizerFast`` built from a ``tokenizers`
 
 Training is bit-reproducible across processes and machines. ``tokenizers`` alone is not: it numbers
 the continuation characters (``##x``) in hash-map order and breaks merge ties on those numbers
-(huggingface/tokenizers#1794), so in another process a few hundred pieces get other ids (the built-in
-corpus at 8,192) or other pieces are learned (a corpus with many ties), and with them every shard,
-initial embedding row and score change. ``train_wordpiece_on`` fixes those numbers before the merges and
+(huggingface/tokenizers#1794), so in another process many pieces get other ids (the built-in corpus) or
+other pieces are learned (a corpus with many ties), and with them every shard, initial embedding row and
+score change. ``train_wordpiece_on`` fixes those numbers before the merges and
 renumbers the result in a canonical order (``canonical_vocab``); WordPiece's greedy longest match reads
 the vocabulary as a set, so the order changes no segmentation. ``TOKENIZER_VERSION`` is part of the prepared folder's fingerprint, so a folder prepared with the old
 ids is never silently reused.

@@ -160,7 +160,7 @@ def finetune_draw(finetune_seed: int, pretrain_seed: int | None) -> int:
     stays paired within p), each p draws anew, so the variant x draw interaction is resampled with the
     pretraining seeds by the multibootstrap (``analysis.bootstrap``) instead of being one fixed draw
     shared by every run that the intervals never see. A checkpoint without a pretraining seed (not ours:
-    no run.json) draws from f alone, as before."""
+    no run.json) draws from f alone."""
     if pretrain_seed is None:
         return int(finetune_seed)
     return int(np.random.SeedSequence([int(pretrain_seed), int(finetune_seed)]).generate_state(1)[0] >> 1)

@@ -84,8 +84,8 @@ def probe_splits(ck: Checkpoint, encoder, data: TaskData, seed: int, cfg: Experi
 def fit_on_dev(make, x_train, y_train, dev_score, cs: tuple[float, ...]):
     """The classifier of the C in ``cs`` (ascending) whose ``dev_score(clf)`` is best; ties keep the smaller C.
     ``make(c)`` builds an unfitted pipeline whose last step is the classifier. Each C's fit starts from the previous
-    C's solution (``warm_start``): the same convex problem, solved to the same tolerance in about half the
-    iterations (the POS probe's grid, measured side by side: docs/results.md). Returns (classifier, ProbeFit)."""
+    C's solution (``warm_start``): the same convex problem, solved to the same tolerance in fewer
+    iterations (the POS probe's grid, side by side: docs/results.md). Returns (classifier, ProbeFit)."""
     import copy
 
     best = None

@@ -1,8 +1,8 @@
 """The check's driver: the CUDA gate, the versions, the budget, one process per part, the one JSON file.
 
 ``python -m trainables.gpu_check [--from DIR] [--budget-s 480] [--parts smoke,bench,calibrate,ddp]
-[--mps auto|on|off] [--storage URI] [--out DIR] [--dry-run] [--usable]`` (docs/gpu.md says what fits the
-lent machine). Nothing here touches CUDA: the gate asks torch through NVML and a probe process opens the
+[--mps auto|on|off] [--storage URI] [--out DIR] [--dry-run] [--usable]`` (docs/gpu.md says what each part
+measures). Nothing here touches CUDA: the gate asks torch through NVML and a probe process opens the
 only context, so the parts' processes (and the MPS daemon) find the GPU as a fresh box would.
 """
 
@@ -24,9 +24,9 @@ from trainables.gpu_check.record import mirror, read_json, write_json
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-# nominal seconds of each part on one H200, in the order they run (the issue's ~8 minutes with the data step)
+# nominal seconds of each part on one H200, in the order they run: --budget-s is shared out in these proportions
 PARTS: dict[str, float] = {"smoke": 90.0, "bench": 120.0, "calibrate": 150.0, "ddp": 60.0}
-DEFAULT_BUDGET_S = 480.0  # the whole check; the lent machine allows 600 s per command
+DEFAULT_BUDGET_S = 480.0  # the whole check: the parts' nominal seconds and the start-up, with a little room
 DRY_RUN_BUDGET_S = 1800.0  # a dry run on a small, shared CPU is slower than the GPU run
 MIN_PART_S = 20.0  # a part given less than this is skipped, not started
 DRIVER_FLOOR = 570  # CUDA 12.8 wheels (torch's cu128) need driver >= 570

@@ -1,9 +1,9 @@
 """Two DDP ranks of ``run_pretraining`` in gloo processes: the harness of the GPU check's DDP part and of
 tests/trainables/test_ddp.py (the CPU, the same code).
 
-On the lent machine's one GPU both ranks share ``cuda:0`` with gloo carrying CUDA tensors (NCCL refuses two
-ranks on one device): not NCCL's speed, but the same collectives at the same points of the loop, so what
-would hang or diverge on a multi-GPU run shows here:
+So that a box with one GPU can check it, both ranks share ``cuda:0`` with gloo carrying CUDA tensors (NCCL
+refuses two ranks on one device): not NCCL's speed, but the same collectives at the same points of the loop,
+so what would hang or diverge on a multi-GPU run shows here:
 
 * under gradient accumulation only the last micro-batch all-reduces the gradients (``no_sync``): the
   buckets all-reduced per step are the same at ``optim.grad_accum`` 1 and 2;
@@ -105,7 +105,8 @@ def run_jobs(jobs: list[tuple], device: str = "cpu") -> list[list[dict]]:
     return [[json.loads((Path(out) / f"rank{r}.json").read_text()) for r in (0, 1)] for _, out, _ in jobs]
 
 
-# batch 32 at max_steps 77: the two ranks' halves differ in tokens, which split the old per-rank count
+# batch 32 at max_steps 77: the two ranks' halves differ in tokens, so ranks that counted only their own rows
+# would stop at different steps (docs/gpu.md, DDP)
 TOKEN_BUDGET = ("optim.budget=tokens", "optim.batch_size=32", "optim.max_steps=77", "run.log_every=20")
 
 
