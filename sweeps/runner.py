@@ -97,10 +97,27 @@ class Phase:
         return self.num_samples * (len(grid["grid_search"]) if isinstance(grid, dict) and "grid_search" in grid else 1)
 
 
+def returning_memory(trainable: Callable) -> Callable:
+    """``trainable``, handing the memory its trial freed back to the kernel when the trial ends, however it ends
+    (``trainables.runtime.release_free_memory``): the phase's processes are reused from trial to trial
+    (``reuse_actors``), and without it each keeps every earlier trial's peak."""
+
+    def run(config):
+        try:
+            return trainable(config)
+        finally:
+            from trainables.runtime import release_free_memory
+
+            release_free_memory()
+
+    run.__name__ = getattr(trainable, "__name__", "trainable")
+    return run
+
+
 def run_phase(phase: Phase, root: str, args: argparse.Namespace, progress: Progress):
     """Run (or, with --resume, restore and finish) one Tune experiment at ``<root>/<phase.name>``."""
 
-    trainable = tune.with_resources(phase.trainable, phase.resources)
+    trainable = tune.with_resources(returning_memory(phase.trainable), phase.resources)
     path = f"{root}/{phase.name}"
     progress.begin(phase.name, phase.trials)
     if tune.Tuner.can_restore(path):

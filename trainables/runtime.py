@@ -192,12 +192,20 @@ class Allocator(NamedTuple):
     why: str
 
 
-def _mallopt():
-    """glibc's ``mallopt``, or None where the C library is not glibc (macOS, musl, Windows)."""
+def _glibc():
+    """The C library when it is glibc, else None (macOS, musl, Windows)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.gnu_get_libc_version  # noqa: B018  (glibc's own symbol: another libc's mallopt may differ)
     except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def _mallopt():
+    """glibc's ``mallopt``, or None where the C library is not glibc."""
+    libc = _glibc()
+    if libc is None:
         return None
     mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
@@ -231,6 +239,24 @@ def set_allocator(choice: str) -> Allocator:
         _allocator_set = Allocator("retain" if done else "system",
                                    "glibc mallopt " + ", ".join(done) if done else "glibc refused mallopt")
         return _allocator_set
+
+
+def release_free_memory() -> bool:
+    """Hand the free pages of every malloc arena back to the kernel (glibc ``malloc_trim(0)``); False where the C
+    library is not glibc, which has no such arenas to trim.
+
+    A process that runs one trial after another calls it between them (``sweeps.runner.run_phase``): a reused Ray
+    actor runs each trial in a new thread, glibc serves that thread from another arena, and the arena of the trial
+    before keeps everything it freed (``retain`` raises the threshold at which an arena trims itself to 1 GiB). Each
+    trial's peak then stays resident after it, and a long read phase grows until the node's memory monitor kills
+    it (docs/results.md). With a single arena (``MALLOC_ARENA_MAX=1``) nothing accumulates, which is how the cause
+    was told from a leak; trimming keeps glibc's per-thread arenas and costs nothing measurable between trials."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    libc.malloc_trim(0)
+    return True
 
 
 def current_allocator(choice: str) -> Allocator:
