@@ -23,7 +23,7 @@ through fine-tuning (so that a fine-tuning that ignores the checkpoint fails the
 fine-tuned with a fresh [CLS] head (``finetune.head=cls``: no pooler trained by NSP is credited). NSP's loss
 effect, the input-format effect, SOP instead of NSP, SOP's own order effect and MLM over NSP alone are
 measured and shown, but not checkable at this size (the comments at ``PLANTED_EFFECTS`` say why;
-docs/known-answers.md has the measurements): the gate is MLM's word classes, by the probe and fine-tuned, and
+docs/results.md has the measurements): the gate is MLM's word classes, by the probe and fine-tuned, and
 the null task.
 """
 

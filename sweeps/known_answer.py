@@ -53,7 +53,7 @@ REPLICATION_LANGUAGES = tuple(range(111, 131))
 REPLICATION_FIRST_SEED = 9
 # A sabotaged check reads no pretrained weight (each variant and seed gets a fresh encoder), so it spends no new
 # language: the negative switch runs on languages from 106 on, at seeds from 6 on, fixed so that a rerun repeats
-# the checks docs/known-answers.md reports.
+# the checks docs/results.md reports.
 SABOTAGE_LANGUAGES = tuple(range(106, 126))
 SABOTAGE_FIRST_SEED = 6
 SABOTAGE = ["finetune.init=random", "optim.max_steps=1"]

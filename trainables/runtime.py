@@ -290,7 +290,8 @@ def sdpa_fp32_on_cpu(module, query, key, value, attention_mask, **kwargs):
     """transformers' SDPA attention, in fp32 under a CPU's bf16 autocast (unchanged everywhere else).
 
     torch's CPU flash attention is slower in bf16 than in fp32 at BERT's short sequences (as fast at 512),
-    and attention is a large part of a cpu-small bf16 step (docs/benchmarks.md, bf16 beside fp32 on a CPU).
+    and attention is a large part of a cpu-small bf16 step (docs/results.md, "Measured: bf16 beside fp32 on a
+    CPU").
     In fp32 it is also the more exact. The casts are of (B, heads, T, d) activations, cheap beside the
     attention."""
     if query.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):

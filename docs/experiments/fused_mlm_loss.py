@@ -1,7 +1,7 @@
-"""The fused MLM cross-entropy tried and not kept (docs/benchmarks.md, "Idle, at c0b7c38"), side by side with
-``F.cross_entropy`` inside the real cpu-small training step: bf16 and fp32, alternating rounds in one process,
-each side with its own model from the same initial weights, call counters showing which loss each timed side
-ran, and a check that the two losses agree (value, gradient) on bf16 logits.
+"""The fused MLM cross-entropy tried and not kept (docs/results.md, "A fused MLM cross-entropy, tried and not
+kept"), side by side with ``F.cross_entropy`` inside the real cpu-small training step: bf16 and fp32, alternating
+rounds in one process, each side with its own model from the same initial weights, call counters showing which
+loss each timed side ran, and a check that the two losses agree (value, gradient) on bf16 logits.
 
     python docs/experiments/fused_mlm_loss.py 2 5     # 2 threads, 5 rounds
     python docs/experiments/fused_mlm_loss.py 1 5     # 1 thread (a Ray trial's)
