@@ -98,17 +98,19 @@ class Phase:
 
 
 def returning_memory(trainable: Callable) -> Callable:
-    """``trainable``, handing the memory its trial freed back to the kernel when the trial ends, however it ends
-    (``trainables.runtime.release_free_memory``): the phase's processes are reused from trial to trial
-    (``reuse_actors``), and without it each keeps every earlier trial's peak."""
+    """``trainable``, handing the memory freed by the trial before it back to the kernel when it starts, and its own
+    when it returns (``trainables.runtime.release_free_memory``): a phase reuses its processes from trial to trial
+    (``reuse_actors``), and without it a process may keep each earlier trial's peak, one arena each. A trial a
+    scheduler stops (ASHA's) ends by an exception raised in ``tune.report``, while its frames still hold its
+    memory, and Tune gives the thread two seconds to end: its memory is given back when the next trial starts."""
 
     def run(config):
-        try:
-            return trainable(config)
-        finally:
-            from trainables.runtime import release_free_memory
+        from trainables.runtime import release_free_memory
 
-            release_free_memory()
+        release_free_memory()
+        result = trainable(config)
+        release_free_memory()  # the phase's last trial leaves its process as small as the next phase finds it
+        return result
 
     run.__name__ = getattr(trainable, "__name__", "trainable")
     return run

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import logging
 import os
 import threading
@@ -192,8 +193,10 @@ class Allocator(NamedTuple):
     why: str
 
 
+@functools.cache
 def _glibc():
-    """The C library when it is glibc, else None (macOS, musl, Windows)."""
+    """The C library when it is glibc, else None (macOS, musl, Windows); looked up once per process (finding it
+    runs ``ldconfig``)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.gnu_get_libc_version  # noqa: B018  (glibc's own symbol: another libc's mallopt may differ)
@@ -242,18 +245,22 @@ def set_allocator(choice: str) -> Allocator:
 
 
 def release_free_memory() -> bool:
-    """Hand the free pages of every malloc arena back to the kernel (glibc ``malloc_trim(0)``); False where the C
-    library is not glibc, which has no such arenas to trim.
+    """Collect unreachable objects, then hand the whole free pages of every malloc arena back to the kernel (glibc
+    ``malloc_trim(0)``; a thread's arena keeps its top chunk, at most one 64 MiB heap). False where the C library
+    is not glibc.
 
-    A process that runs one trial after another calls it between them (``sweeps.runner.run_phase``): a reused Ray
-    actor runs each trial in a new thread, glibc serves that thread from another arena, and the arena of the trial
-    before keeps everything it freed (``retain`` raises the threshold at which an arena trims itself to 1 GiB). Each
-    trial's peak then stays resident after it, and a long read phase grows until the node's memory monitor kills
-    it (docs/results.md). With a single arena (``MALLOC_ARENA_MAX=1``) nothing accumulates, which is how the cause
-    was told from a leak; trimming keeps glibc's per-thread arenas and costs nothing measurable between trials."""
+    Called between the trials a reused process runs (``sweeps.runner.run_phase``). Ray Tune runs each trial in a
+    new thread, and in a Ray worker, with its many threads, that thread is served from another arena than the
+    trial before it was (glibc gives a new thread a dead thread's arena only when no live thread shares it). Under
+    ``retain`` a thread's arena never gives memory back by itself (``top_pad`` and ``trim_threshold`` exceed its
+    64 MiB heaps), so each trial's peak stayed resident after it, free but held, and a long read phase grew until
+    the node's memory monitor killed it. With one arena per process (``MALLOC_ARENA_MAX=1``) nothing accumulated;
+    that, and memory in use staying flat, is what told it from a leak (docs/results.md). The next trial faults
+    its working set in again."""
     libc = _glibc()
     if libc is None:
         return False
+    gc.collect()  # a trial's reference cycles (modules, tracebacks) are freed only by the collector
     libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
     libc.malloc_trim(0)
     return True
