@@ -143,10 +143,13 @@ class PlantedCheck:
 
     def headline(self) -> str:
         word = "PASSED" if self.passed else "FAILED"
-        text = f"instrument check {word}: {self.recovered} of {len(self.checkable)} planted effects recovered"
+        # the checked and the unchecked effects named apart: one list after "2 of 2 recovered" read as recovered
+        checked = "; ".join(r.effect.name.split(" (")[0] for r in self.effects if r.effect.checkable)
+        text = (f"instrument check {word}: {self.recovered} of {len(self.checkable)} checkable planted effects "
+                f"recovered ({checked})")
         unchecked = [r.effect.name.split(" (")[0] for r in self.effects if not r.effect.checkable]
         if unchecked:
-            text += f" ({', '.join(unchecked)}: not checkable at this size)"
+            text += f"; {len(unchecked)} more not checked, not checkable at this size ({'; '.join(unchecked)})"
         if self.null_total:
             learned = "no variant beat chance on dev, as its truth says; " if self.null_not_learned else ""
             text += (f"; the null task: {learned}{self.null_called} of {self.null_total} contrasts called "

@@ -41,14 +41,15 @@ def test_planted_effects_are_recovered_only_when_called_in_the_expected_directio
     assert check.effects[1].interval.estimate == 0.25 and check.effects[1].interval.lo == 0.2
     assert (check.null_called, check.null_covered, check.null_total) == (0, 1, 2) and check.null_passes
     assert check.passed
-    assert format_check(check).startswith(
-        "instrument check PASSED: 2 of 2 planted effects recovered (MLM contribution, SOP learns the order, NSP "
-        "loss effect, input-format effect, SOP instead of NSP on order: not checkable at this size)")
+    assert format_check(check).startswith(  # what was checked named apart from what was not
+        "instrument check PASSED: 2 of 2 checkable planted effects recovered (MLM learns word classes; MLM learns "
+        "word classes, fine-tuned); 5 more not checked, not checkable at this size (MLM contribution; SOP learns "
+        "the order; NSP loss effect; input-format effect; SOP instead of NSP on order)")
     wrong = [_estimate(lexical.task, lexical.weights, _iv(-0.20, 0.05, 1e-4)), *contrasts[1:]]  # resolved, wrong sign
     check = check_planted(SimpleNamespace(contrasts=wrong))
     assert [r.verdict for r in check.effects][:2] == ["not recovered", "recovered"] and not check.passed
     text = format_check(check)
-    assert text.startswith("instrument check FAILED: 1 of 2 planted effects recovered")
+    assert text.startswith("instrument check FAILED: 1 of 2 checkable planted effects recovered")
     assert text.count("**recovered**") == 1 and "not recovered" in text
     as_json = check.to_json()  # a report's mlm_only - none is vouched for only if every planted control of it passed
     assert verdict_for(as_json, lexical.weights) == "not recovered"
@@ -100,7 +101,7 @@ def test_an_effect_not_checkable_at_this_size_gets_no_verdict_and_stays_out_of_h
     contrasts = [_estimate(e.task, e.weights, _iv(0.3, 0.1, 0.02)) for e in effects]
     check = check_planted(SimpleNamespace(contrasts=contrasts + _null(_iv(0.0, 0.1, 0.9))), effects)
     assert [r.verdict for r in check.effects] == ["recovered", "recovered", NOT_CHECKABLE]  # Holm over 2, not 3
-    assert check.passed and "input-format effect: not checkable at this size" in check.headline()
+    assert check.passed and "not checkable at this size (input-format effect)" in check.headline()
     as_json = check.to_json()
     assert verdict_for(as_json, {"mlm_only": -1.0, "mlm_pairs": 1.0}) == NOT_CHECKABLE
     assert verdict_for(as_json, {"none": 1.0, "mlm_only": -1.0}) == "recovered"  # the same contrast, negated
