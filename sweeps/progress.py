@@ -110,6 +110,8 @@ class Progress(tune.Callback):
         elapsed, done = time.time() - start, c["finished"] + c["stopped"] + c["failed"]
         total = self.totals.get(self.phase, 0)
         planned = self.planned.get(self.phase)
+        if total and done >= total:
+            return 0.0  # every trial has ended: the plan's time left would be a wait that is not coming
         if planned and elapsed < planned:
             return planned - elapsed
         if done and total:

@@ -87,6 +87,16 @@ def test_eta_comes_from_the_plan_while_it_has_time_left_then_from_the_pace():
     assert Progress(quiet=True, out=io.StringIO()).live is False
 
 
+def test_a_phase_whose_trials_all_ended_has_no_time_left_whatever_the_plan_said():
+    """A phase that ends before its plan runs out printed the plan's remaining minutes beside "0 running, 12
+    finished" (a reader saw "ETA 3:17" on a finished phase)."""
+    p = Progress(out=io.StringIO(), planned={"measure": 600})
+    p.begin("measure", 12)
+    for i in range(12):
+        _finish(p, f"none-s{i}")
+    assert p.eta() == 0 and p.status().endswith("12 finished, 0 stopped, 0 failed | ETA 0:00")
+
+
 def test_a_phase_inside_another_sweep_is_named_with_its_prefix():
     """The main job's instrument check runs its own measure and finetune phases before the job's: its lines read
     check/measure, so a log never shows two different measure phases under one name."""
